@@ -1,0 +1,38 @@
+# Odradek: `make run` starts a single-node platform on localhost:9092, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv generate bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# kcat comes from Debian; installed only when missing.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "installing kcat from Debian"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null; }
+
+.PHONY: kcat
+
+run: $(STAMP)
+	$(VENV)/bin/odradek server-start
+
+test: $(STAMP) kcat
+	$(PY) -m pytest -q
+
+generate: $(STAMP)
+	$(PY) tools/gen_protocol.py
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) odradek-data
