@@ -1,0 +1,60 @@
+"""Which APIs this broker serves, at which versions, and the handler of each.
+
+Versions follow Kafka: every version of the 3.8 specs, except the oldest Produce/Fetch/
+ListOffsets versions that Kafka 4.0 dropped too (they need message-format conversion).
+An API missing here is not advertised in ApiVersions; a client that sends it anyway has its
+connection closed, as Kafka does for requests it cannot serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from odradek.protocol.messages import API_BY_KEY
+from odradek.server.handlers import admin, fetch, metadata, produce
+
+Handler = Callable[..., Any]
+
+# api key -> (handler, lowest version served)
+HANDLERS: dict[int, tuple[Handler, int]] = {
+    0: (produce.produce, 3),
+    1: (fetch.fetch, 4),
+    2: (fetch.list_offsets, 1),
+    3: (metadata.metadata, 0),
+    18: (metadata.api_versions, 0),
+    19: (admin.create_topics, 0),
+    20: (admin.delete_topics, 0),
+    21: (admin.delete_records, 0),
+    23: (fetch.offset_for_leader_epoch, 0),
+    32: (admin.describe_configs, 0),
+    33: (admin.alter_configs, 0),
+    35: (admin.describe_log_dirs, 0),
+    37: (admin.create_partitions, 0),
+    44: (admin.incremental_alter_configs, 0),
+    60: (metadata.describe_cluster, 0),
+    75: (metadata.describe_topic_partitions, 0),
+}
+
+# APIs a controller listener answers (the rest belong to broker listeners).
+CONTROLLER_APIS = frozenset({18, 60})
+
+
+class ApiTable:
+    def __init__(self, extra: dict[int, tuple[Handler, int]] | None = None) -> None:
+        self.handlers = dict(HANDLERS) | (extra or {})
+        self.versions: dict[int, tuple[int, int]] = {
+            key: (low, API_BY_KEY[key].max_version) for key, (_h, low) in self.handlers.items()
+        }
+
+    def advertised(self, listener_kind: str) -> dict[int, tuple[int, int]]:
+        if listener_kind == "controller":
+            return {k: v for k, v in self.versions.items() if k in CONTROLLER_APIS}
+        return self.versions
+
+    def lookup(self, api_key: int, version: int) -> Handler | None:
+        entry = self.handlers.get(api_key)
+        if entry is None:
+            return None
+        low, high = self.versions[api_key]
+        return entry[0] if low <= version <= high else None

@@ -1,0 +1,349 @@
+"""The broker process: wires storage, the metadata quorum, the replica manager and the network.
+
+`run(config)` is what `odradek server-start` calls. Start order follows Kafka's KRaft node:
+load the metadata log into an image, (re-)register this broker, open the logs the image says
+we host, then open the listeners. SIGTERM/SIGINT shut down cleanly: listeners closed, in-flight
+requests finished, logs flushed, checkpoints and clean-shutdown markers written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.controller.controller import ControllerState, OpResult, TopicSpec
+from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
+from odradek.metadata.image import (
+    METADATA_VERSION_FEATURE,
+    RESOURCE_BROKER,
+    MetadataImage,
+)
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.server.apis import ApiTable
+from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers.metadata import unsupported_api_versions_response
+from odradek.server.network import (
+    ConnectionCloseRequest,
+    ListenerConfig,
+    NetworkServer,
+    RequestContext,
+)
+from odradek.server.replica_manager import ReplicaManager
+from odradek.storage import Log, LogManager
+from odradek.storage.config import LOG_CONFIG_DEFS, LogConfig, validate_topic_props
+
+log = logging.getLogger("odradek.broker")
+
+# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements.
+METADATA_VERSION_LEVEL = 20
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {METADATA_VERSION_FEATURE: (1, 20)}
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+# DescribeConfigs ConfigType values.
+CONFIG_TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
+                   "list": 7, "class": 8, "password": 9}
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool = False
+    sensitive: bool = False
+    config_type: int = 0
+    doc: str | None = None
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.controller_id = self.node_id
+        self.log_dirs: list[str] = [os.path.abspath(d) for d in config.log_dirs]
+        self.metadata_log_dir = os.path.abspath(config.metadata_log_dir)
+        self.cluster_id = ""
+        self.apis = ApiTable()
+        self.supported_features = SUPPORTED_FEATURES
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots")))
+        self.fetch_max_bytes = int(config.get("fetch.max.bytes"))
+        self.network: NetworkServer | None = None
+        self.log_manager: LogManager | None = None
+        self.quorum: MetadataQuorum | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self._stopped = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._admin_lock = asyncio.Lock()
+        self.broker_log_defaults = LogConfig.broker_defaults(config.originals_with_defaults())
+        self.controller = ControllerState(
+            num_partitions=int(config.get("num.partitions")),
+            default_replication_factor=int(config.get("default.replication.factor")),
+            config_validator=validate_topic_props,
+        )
+
+    # -- lifecycle
+    @property
+    def image(self) -> MetadataImage:
+        return self.quorum.image  # type: ignore[union-attr]
+
+    async def start(self) -> None:
+        meta = self.config.read_meta_properties()
+        self.cluster_id = meta["cluster.id"]
+        self.log_manager = LogManager(
+            self.log_dirs, LogConfig.from_props(self.broker_log_defaults),
+            recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")),
+            exclude={METADATA_TOPIC},
+        )
+        self.log_manager.startup()
+        metadata_config = LogConfig.from_props({
+            "segment.bytes": self.config.get("metadata.log.segment.bytes"),
+            "retention.ms": -1,
+            "retention.bytes": -1,
+        })
+        metadata_log = Log.open(os.path.join(self.metadata_log_dir, f"{METADATA_TOPIC}-0"),
+                                metadata_config, topic=METADATA_TOPIC, partition=0)
+        self.quorum = MetadataQuorum(metadata_log, self.node_id)
+        self.quorum.load()
+        self.quorum.become_leader()
+        self._bootstrap_metadata()
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
+                                              self.broker_log_defaults)
+        self.replica_manager.apply_image(self.image)
+        self.quorum.listeners.append(self.replica_manager.apply_image)
+
+        self.network = NetworkServer(
+            dispatcher=self.dispatch,
+            unsupported_version_response=lambda header: unsupported_api_versions_response(
+                self, header),
+            max_request_size=int(self.config.get("socket.request.max.bytes")),
+            idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
+        )
+        await self.network.start(self._listener_configs())
+        # Ports bound as 0 (tests) are only known now: re-register with the real ones.
+        if any(listener.port == 0 for listener in self._listener_configs()):
+            self._register_broker()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._housekeeping()))
+        log.info("Odradek broker %d started (cluster %s) listening on %s", self.node_id,
+                 self.cluster_id, self.bound_addresses())
+
+    def bound_addresses(self) -> dict[str, tuple[str, int]]:
+        out = {}
+        for listener in self._listener_configs():
+            port = self.network.bound_ports.get(listener.name, listener.port)  # type: ignore[union-attr]
+            out[listener.name] = (listener.host, port)
+        return out
+
+    def _listener_configs(self) -> list[ListenerConfig]:
+        return [ListenerConfig(name=l.name, host=l.host, port=l.port,
+                               security_protocol=l.security_protocol)
+                for l in self.config.listeners]
+
+    def _bootstrap_metadata(self) -> None:
+        records: list[Any] = []
+        if self.image.metadata_version == 0:
+            records.append(m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
+                                                feature_level=METADATA_VERSION_LEVEL))
+        if records:
+            self.quorum.append(records)  # type: ignore[union-attr]
+        self._register_broker()
+
+    def _register_broker(self) -> None:
+        bound = self.network.bound_ports if self.network else {}
+        endpoints = []
+        for adv in self.config.advertised_listeners:
+            port = adv.port or bound.get(adv.name, 0)
+            endpoints.append((adv.name, adv.host, port,
+                              SECURITY_PROTOCOL_IDS.get(adv.security_protocol, 0)))
+        epoch = self.quorum.log.log_end_offset  # type: ignore[union-attr]
+        records = self.controller.register_broker(
+            self.image, self.node_id, uuid.uuid4(), epoch, endpoints,
+            self.config.get("broker.rack"), self.supported_features)
+        self.quorum.append(records)  # type: ignore[union-attr]
+
+    async def _housekeeping(self) -> None:
+        """Periodic log work: retention, flushes, checkpoints, delayed deletions."""
+        interval = 0.5
+        retention_every = int(self.config.get("log.retention.check.interval.ms")) / 1000
+        checkpoint_every = int(self.config.get("log.flush.offset.checkpoint.interval.ms")) / 1000
+        last_retention = last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            try:
+                self.log_manager.tick(_now_ms())  # type: ignore[union-attr]
+                if now - last_retention >= retention_every:
+                    last_retention = now
+                    self.log_manager.run_retention(_now_ms())  # type: ignore[union-attr]
+                if now - last_checkpoint >= checkpoint_every:
+                    last_checkpoint = now
+                    self.log_manager.checkpoint_all()  # type: ignore[union-attr]
+            except Exception:
+                log.exception("log housekeeping failed")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.network is not None:
+            await self.network.stop()
+        if self.log_manager is not None:
+            self.log_manager.close()
+        if self.quorum is not None:
+            self.quorum.log.close()
+        self._stopped.set()
+        log.info("Odradek broker %d shut down", self.node_id)
+
+    # -- request dispatch
+    def dispatch(self, ctx: RequestContext, request: Any) -> Any:
+        api_key = ctx.header.request_api_key
+        handler = self.apis.lookup(api_key, ctx.api_version)
+        if handler is None:
+            raise ConnectionCloseRequest(
+                f"unsupported request: api key {api_key} version {ctx.api_version}")
+        return handler(self, ctx, request)
+
+    # -- controller operations (single voter: applied through our own quorum)
+    async def _commit(self, records: list[Any]) -> None:
+        if records:
+            self.quorum.append(records)  # type: ignore[union-attr]
+
+    async def create_topics(self, specs: Sequence[TopicSpec],
+                            validate_only: bool = False) -> list[OpResult]:
+        async with self._admin_lock:
+            results, records = self.controller.create_topics(self.image, specs)
+            if not validate_only:
+                await self._commit(records)
+            return results
+
+    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        results = await self.create_topics([TopicSpec(name=n) for n in names])
+        out = {}
+        for name, res in zip(names, results):
+            if res.error == ErrorCode.NONE:
+                # Kafka answers LEADER_NOT_AVAILABLE until the new topic is fully visible; here
+                # it is visible at once, so the caller reads it from the new image.
+                continue
+            out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                         if res.error == ErrorCode.TOPIC_ALREADY_EXISTS else res.error)
+        return out
+
+    async def delete_topics(self, names: Sequence[str],
+                            ids: Sequence[uuid.UUID]) -> list[OpResult]:
+        async with self._admin_lock:
+            results, records = self.controller.delete_topics(self.image, names, ids)
+            await self._commit(records)
+            return results
+
+    async def create_partitions(self, name: str, count: int,
+                                assignments: list[list[int]] | None,
+                                validate_only: bool) -> OpResult:
+        async with self._admin_lock:
+            result, records = self.controller.create_partitions(self.image, name, count,
+                                                                assignments)
+            if not validate_only:
+                await self._commit(records)
+            return result
+
+    async def alter_configs(self, resource_type: int, resource_name: str,
+                            ops: list[tuple[str, int, str | None]], *, incremental: bool,
+                            validate_only: bool) -> OpResult:
+        if resource_type == RESOURCE_BROKER:
+            unknown = [k for k, _op, _v in ops if not self.config.is_dynamic(k)]
+            if unknown:
+                return OpResult.fail(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Cannot update these configs dynamically: {set(unknown)}")
+        async with self._admin_lock:
+            list_keys = {d.name for d in LOG_CONFIG_DEFS if d.type_name == "list"}
+            result, records = self.controller.alter_configs(
+                self.image, resource_type, resource_name, ops, incremental=incremental,
+                list_keys=list_keys)
+            if result.error == ErrorCode.NONE and not validate_only:
+                await self._commit(records)
+            return result
+
+    # -- config descriptions (DescribeConfigs, CreateTopics v5+)
+    def topic_config_entries(self, topic: str,
+                             overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
+        if overrides is None:
+            overrides = self.image.topic_config(topic)
+        broker_overrides = self.config.explicit_log_overrides()
+        entries = []
+        for d in LOG_CONFIG_DEFS:
+            synonyms: list[tuple[str, str | None, int]] = []
+            if d.name in overrides:
+                value, source = overrides[d.name], 1
+                synonyms.append((d.name, value, 1))
+            elif d.broker_name and d.broker_name in broker_overrides:
+                value, source = broker_overrides[d.broker_name], 4
+            else:
+                value, source = d.default_str, 5
+            if d.broker_name and d.broker_name in broker_overrides:
+                synonyms.append((d.broker_name, broker_overrides[d.broker_name], 4))
+            synonyms.append((d.broker_name or d.name, d.default_str, 5))
+            entries.append(ConfigEntry(
+                name=d.name, value=value, source=source, sensitive=False,
+                config_type=CONFIG_TYPE_IDS.get(d.type_name, 0), doc=d.doc, synonyms=synonyms))
+        return entries
+
+    def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
+        dynamic = self.image.broker_config(self.node_id if resource_name else None)
+        entries = []
+        for name, value, is_default, definition in self.config.describe():
+            sensitive = definition.type_name == "password"
+            if name in dynamic:
+                value, source = dynamic[name], 2 if resource_name else 3
+            else:
+                source = 5 if is_default else 4
+            entries.append(ConfigEntry(
+                name=name, value=value, source=source, read_only=not definition.dynamic,
+                sensitive=sensitive, config_type=CONFIG_TYPE_IDS.get(definition.type_name, 0),
+                doc=definition.doc))
+        return entries
+
+
+async def serve(config: Any, ready: asyncio.Event | None = None) -> Broker:
+    broker = Broker(config)
+    await broker.start()
+    if ready is not None:
+        ready.set()
+    return broker
+
+
+def run(config: Any) -> int:
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but stay runnable
+        pass
+
+    async def main() -> int:
+        broker = Broker(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await broker.start()
+        await stop.wait()
+        log.info("shutting down")
+        await broker.stop()
+        return 0
+
+    return asyncio.run(main())
+

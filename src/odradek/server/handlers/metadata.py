@@ -1,0 +1,195 @@
+"""ApiVersions, Metadata, DescribeCluster, DescribeTopicPartitions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.metadata.image import MetadataImage, TopicImage
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.network import RequestContext
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def api_versions(broker: Broker, ctx: RequestContext, req: m.ApiVersionsRequest):
+    resp = m.ApiVersionsResponse(
+        error_code=ErrorCode.NONE,
+        api_keys=[
+            m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in broker.apis.advertised(ctx.listener).items()
+        ],
+    )
+    if ctx.api_version >= 3:
+        image = broker.image
+        resp.supported_features = [
+            m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in broker.supported_features.items()
+        ]
+        resp.finalized_features_epoch = image.offset
+        resp.finalized_features = [
+            m.ApiVersionsResponse.FinalizedFeatureKey(
+                name=name, max_version_level=level, min_version_level=level
+            )
+            for name, level in sorted(image.features.items())
+        ]
+    return resp
+
+
+def unsupported_api_versions_response(broker: Broker, header) -> m.ApiVersionsResponse:
+    """The v0 answer to an ApiVersions request at a version we don't know (KIP-511)."""
+    lo, hi = broker.apis.versions[18]
+    return m.ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=lo, max_version=hi)],
+    )
+
+
+def _brokers(broker: Broker, ctx: RequestContext, image: MetadataImage):
+    out = []
+    for reg in image.brokers.values():
+        if reg.fenced:
+            continue
+        endpoint = reg.endpoint(ctx.listener)
+        if endpoint is None:
+            continue
+        out.append((reg.broker_id, endpoint.host, endpoint.port, reg.rack))
+    return out
+
+
+def _topic_metadata(broker: Broker, image: MetadataImage, topic: TopicImage, live: set[int],
+                    version: int) -> m.MetadataResponse.MetadataResponseTopic:
+    parts = []
+    for index in sorted(topic.partitions):
+        reg = topic.partitions[index]
+        offline = [r for r in reg.replicas if r not in live]
+        leader_alive = reg.leader in live
+        parts.append(
+            m.MetadataResponse.MetadataResponsePartition(
+                error_code=ErrorCode.NONE if leader_alive else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=index,
+                leader_id=reg.leader if leader_alive else -1,
+                leader_epoch=reg.leader_epoch,
+                replica_nodes=list(reg.replicas),
+                isr_nodes=list(reg.isr),
+                offline_replicas=offline,
+            )
+        )
+    return m.MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=parts,
+    )
+
+
+async def metadata(broker: Broker, ctx: RequestContext, req: m.MetadataRequest):
+    version = ctx.api_version
+    image = broker.image
+    topics_out = []
+    if req.topics is None or (version == 0 and not req.topics):
+        # null (v1+) or empty at v0: all topics.
+        wanted_names = [t.name for t in image.topics_by_id.values()]
+        by_id = []
+    else:
+        wanted_names = [t.name for t in req.topics if t.name is not None]
+        by_id = [t.topic_id for t in req.topics if t.name is None]
+    allow_auto_create = req.allow_auto_topic_creation if version >= 4 else True
+    missing = [n for n in wanted_names if n not in image.topics_by_name]
+    created_errors: dict[str, ErrorCode] = {}
+    if missing and allow_auto_create and broker.config.get("auto.create.topics.enable"):
+        created_errors = await broker.auto_create_topics(missing)
+        image = broker.image
+    live = {b for b, reg in image.brokers.items() if not reg.fenced}
+    for name in wanted_names:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            error = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topics_out.append(
+                m.MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
+            )
+        else:
+            topics_out.append(_topic_metadata(broker, image, topic, live, version))
+    for topic_id in by_id:
+        topic = image.topics_by_id.get(topic_id)
+        if topic is None:
+            topics_out.append(
+                m.MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id
+                )
+            )
+        else:
+            topics_out.append(_topic_metadata(broker, image, topic, live, version))
+    return m.MetadataResponse(
+        brokers=[
+            m.MetadataResponse.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r)
+            for b, h, p, r in _brokers(broker, ctx, image)
+        ],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id,
+        topics=topics_out,
+    )
+
+
+def describe_cluster(broker: Broker, ctx: RequestContext, req: m.DescribeClusterRequest):
+    image = broker.image
+    return m.DescribeClusterResponse(
+        error_code=ErrorCode.NONE,
+        endpoint_type=req.endpoint_type,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id,
+        brokers=[
+            m.DescribeClusterResponse.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
+            for b, h, p, r in _brokers(broker, ctx, image)
+        ],
+    )
+
+
+def describe_topic_partitions(broker: Broker, ctx: RequestContext,
+                              req: m.DescribeTopicPartitionsRequest):
+    image = broker.image
+    live = {b for b, reg in image.brokers.items() if not reg.fenced}
+    names = [t.name for t in req.topics] or sorted(image.topics_by_name)
+    names = sorted(names)
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(1, req.response_partition_limit)
+    topics_out = []
+    next_cursor = None
+    R = m.DescribeTopicPartitionsResponse
+    for name in names:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        parts = []
+        for index in sorted(topic.partitions):
+            if index < start:
+                continue
+            if budget == 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=index)
+                break
+            reg = topic.partitions[index]
+            parts.append(R.DescribeTopicPartitionsResponsePartition(
+                error_code=ErrorCode.NONE,
+                partition_index=index,
+                leader_id=reg.leader,
+                leader_epoch=reg.leader_epoch,
+                replica_nodes=list(reg.replicas),
+                isr_nodes=list(reg.isr),
+                offline_replicas=[r for r in reg.replicas if r not in live],
+            ))
+            budget -= 1
+        topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+            error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+            is_internal=topic.internal, partitions=parts))
+        if next_cursor is not None:
+            break
+    return R(topics=topics_out, next_cursor=next_cursor)

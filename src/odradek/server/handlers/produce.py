@@ -1,0 +1,77 @@
+"""Produce: whole record batches appended to partition leaders, no per-record decoding."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.network import ConnectionCloseRequest
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.network import RequestContext
+
+log = logging.getLogger("odradek.produce")
+
+R = m.ProduceResponse
+
+
+async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
+    acks = req.acks
+    if acks not in (0, 1, -1):
+        error = ErrorCode.INVALID_REQUIRED_ACKS
+        return _all_failed(req, error) if acks != 0 else None
+    if req.transactional_id is not None:
+        # Transactions are not supported yet: refuse like a broker without the feature.
+        return _all_failed(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    replica_manager = broker.replica_manager
+    responses = []
+    any_error = False
+    for topic_data in req.topic_data:
+        name = topic_data.name
+        partitions_out = []
+        for pdata in topic_data.partition_data:
+            out = R.PartitionProduceResponse(index=pdata.index, base_offset=-1,
+                                             log_append_time_ms=-1, log_start_offset=-1)
+            records = pdata.records
+            try:
+                if records is None or len(records) == 0:
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request with no records")
+                info = replica_manager.append(name, pdata.index, records, acks)
+                out.base_offset = info.first_offset
+                out.log_append_time_ms = info.log_append_time
+                out.log_start_offset = info.log_start_offset
+            except KafkaError as exc:
+                out.error_code = exc.code
+                out.error_message = exc.message
+                any_error = True
+            except Exception:
+                log.exception("append to %s-%d failed", name, pdata.index)
+                out.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+                any_error = True
+            partitions_out.append(out)
+        responses.append(R.TopicProduceResponse(name=name, partition_responses=partitions_out))
+    if acks == 0:
+        if any_error:
+            # The client expects no answer; closing the connection is how Kafka tells it.
+            raise ConnectionCloseRequest("acks=0 produce failed")
+        return None
+    return R(responses=responses)
+
+
+def _all_failed(req: m.ProduceRequest, error: ErrorCode) -> m.ProduceResponse:
+    return R(
+        responses=[
+            R.TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    R.PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1,
+                                               log_append_time_ms=-1, log_start_offset=-1)
+                    for p in t.partition_data
+                ],
+            )
+            for t in req.topic_data
+        ]
+    )

@@ -1,0 +1,333 @@
+"""The broker's network layer: listeners, connections, framing, response ordering, sendfile.
+
+One asyncio Protocol per connection splits the byte stream into frames (sans-I/O FrameBuffer)
+and one worker task per connection handles them in arrival order, so responses leave in request
+order as Kafka clients require. Like Kafka's muted channels, a connection has one request in
+processing at a time; reading pauses when too many frames queue up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.protocol import framing
+from odradek.protocol.errors import DecodeError, FrameTooLargeError, ProtocolError, UnsupportedVersionError
+
+log = logging.getLogger("odradek.network")
+
+API_VERSIONS_KEY = 18
+MAX_QUEUED_FRAMES = 64
+SENDFILE_COPY_CHUNK = 256 * 1024
+WRITE_HIGH_WATER = 64 * 1024
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about one request besides its body."""
+
+    header: Any
+    connection: Connection
+    listener: str
+    received_ns: int
+    principal: str = "User:ANONYMOUS"
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def client_host(self) -> str:
+        return self.connection.peer_host
+
+
+# A dispatcher returns the response object, or None when no response is due (acks=0 produce),
+# or an awaitable of either. Raising ConnectionCloseRequest closes the connection.
+Dispatcher = Callable[[RequestContext, Any], Any]
+UnsupportedVersionResponder = Callable[[Any], Any]
+
+
+class ConnectionCloseRequest(Exception):
+    """A handler's way to say: close this connection without answering (Kafka's behaviour for
+    requests it cannot make sense of)."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: NetworkServer, listener: ListenerConfig) -> None:
+        self.server = server
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.frames = framing.FrameBuffer(server.max_request_size)
+        self.queue: deque[Any] = deque()
+        self.wakeup = asyncio.Event()
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.reading_paused = False
+        self.closing = False
+        self.peer_host = ""
+        self.peer_port = 0
+        self.last_active = time.monotonic()
+        self.worker: asyncio.Task | None = None
+        self.sock_fd = -1
+        self.sendfile_ok = False
+        self.id = ""
+
+    # -- asyncio.Protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.peer_host, self.peer_port = peer[0], peer[1]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            self.sock_fd = sock.fileno()
+        # sendfile needs the raw socket: never under TLS.
+        self.sendfile_ok = (
+            self.sock_fd >= 0
+            and transport.get_extra_info("sslcontext") is None
+            and self.server.sendfile_enabled
+        )
+        self.id = f"{self.listener.name}-{self.peer_host}:{self.peer_port}"
+        self.server.connections.add(self)
+        self.worker = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            self.frames.feed(data)
+            while (frame := self.frames.next_frame()) is not None:
+                self.queue.append(frame)
+        except FrameTooLargeError as exc:
+            log.warning("closing %s: %s", self.id, exc)
+            self.close()
+            return
+        except ProtocolError as exc:
+            log.warning("closing %s: bad framing: %s", self.id, exc)
+            self.close()
+            return
+        if self.queue:
+            self.wakeup.set()
+            if len(self.queue) >= MAX_QUEUED_FRAMES and not self.reading_paused:
+                self.reading_paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def eof_received(self) -> bool | None:
+        # Half-closed by the client: finish what was queued, then close.
+        self.queue.append(None)
+        self.wakeup.set()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.writable.set()
+        self.server.connections.discard(self)
+        if self.worker is not None and not self.worker.done():
+            self.worker.cancel()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    # -- request processing
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def _run(self) -> None:
+        try:
+            while not self.closing:
+                if not self.queue:
+                    self.wakeup.clear()
+                    await self.wakeup.wait()
+                    continue
+                frame = self.queue.popleft()
+                if frame is None:
+                    self.close()
+                    return
+                if self.reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
+                    self.reading_paused = False
+                    self.transport.resume_reading()  # type: ignore[union-attr]
+                await self._handle(frame)
+                self.last_active = time.monotonic()
+        except asyncio.CancelledError:
+            pass
+        except ConnectionError:
+            self.close()
+        except Exception:
+            log.exception("unexpected error on connection %s; closing it", self.id)
+            self.close()
+
+    async def _handle(self, frame: Any) -> None:
+        received = time.monotonic_ns()
+        try:
+            header, request = framing.decode_request(frame)
+        except UnsupportedVersionError as exc:
+            header = getattr(exc, "header", None)
+            if header is not None and header.request_api_key == API_VERSIONS_KEY:
+                # Clients probe with their newest ApiVersions; answer v0 so they retry lower.
+                response = self.server.unsupported_version_response(header)
+                await self._write(framing.encode_response(
+                    API_VERSIONS_KEY, 0, header.correlation_id, response))
+                return
+            log.info("closing %s: %s", self.id, exc)
+            self.close()
+            return
+        except DecodeError as exc:
+            log.info("closing %s: malformed request: %s", self.id, exc)
+            self.close()
+            return
+        ctx = RequestContext(header, self, self.listener.name, received)
+        try:
+            response = self.server.dispatcher(ctx, request)
+            if isinstance(response, Awaitable):
+                response = await response
+        except ConnectionCloseRequest as exc:
+            log.info("closing %s: %s", self.id, exc)
+            self.close()
+            return
+        if response is None or self.closing:
+            return
+        api_key, version = header.request_api_key, header.request_api_version
+        if response.HAS_RECORDS:  # fetch: records may be file regions to sendfile
+            chunks = framing.encode_response_chunks(api_key, version, header.correlation_id, response)
+            await self._write_chunks(chunks)
+        else:
+            await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
+        self.server.record_latency(api_key, time.monotonic_ns() - received)
+
+    async def _write(self, data: bytes) -> None:
+        if self.closing:
+            raise ConnectionError("connection closed")
+        self.transport.write(data)  # type: ignore[union-attr]
+        if not self.writable.is_set():
+            await self.writable.wait()
+
+    async def _write_chunks(self, chunks: list[Any]) -> None:
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                await self._write(chunk)  # type: ignore[arg-type]
+            else:
+                await self._send_region(chunk)
+
+    async def _send_region(self, region: Any) -> None:
+        """Send a file region: zero-copy sendfile while the socket takes it, copying through
+        the transport's buffer only while the socket is full."""
+        length = len(region)
+        if length == 0:
+            return
+        if not self.sendfile_ok:
+            await self._write(region.read_bytes())
+            return
+        file_fd = region.file.fileno()
+        offset = region.position
+        end = offset + length
+        transport = self.transport
+        while offset < end:
+            if self.closing:
+                raise ConnectionError("connection closed")
+            if transport.get_write_buffer_size() == 0:  # type: ignore[union-attr]
+                try:
+                    sent = os.sendfile(self.sock_fd, file_fd, offset, end - offset)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError as exc:
+                    raise ConnectionError(str(exc)) from exc
+                if sent > 0:
+                    offset += sent
+                    continue
+            chunk = os.pread(file_fd, min(SENDFILE_COPY_CHUNK, end - offset), offset)
+            if not chunk:
+                raise ConnectionError("file region shorter than expected")
+            offset += len(chunk)
+            await self._write(chunk)
+
+
+@dataclass
+class ListenerConfig:
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: Any = None
+
+
+@dataclass
+class NetworkServer:
+    """All listeners of one broker process."""
+
+    dispatcher: Dispatcher
+    unsupported_version_response: UnsupportedVersionResponder
+    max_request_size: int = 104857600
+    idle_timeout_ms: int = 600000
+    sendfile_enabled: bool = True
+    connections: set[Connection] = field(default_factory=set)
+    servers: list[asyncio.base_events.Server] = field(default_factory=list)
+    bound_ports: dict[str, int] = field(default_factory=dict)
+    latency_observer: Callable[[int, int], None] | None = None
+    _reaper: asyncio.Task | None = None
+
+    async def start(self, listeners: list[ListenerConfig]) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in listeners:
+            server = await loop.create_server(
+                lambda listener=listener: Connection(self, listener),
+                host=listener.host or None,
+                port=listener.port,
+                ssl=listener.ssl_context,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap_idle())
+
+    def record_latency(self, api_key: int, nanos: int) -> None:
+        if self.latency_observer is not None:
+            self.latency_observer(api_key, nanos)
+
+    async def _reap_idle(self) -> None:
+        idle_s = self.idle_timeout_ms / 1000
+        interval = max(0.05, min(idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = time.monotonic() - idle_s
+            for conn in list(self.connections):
+                if conn.last_active < cutoff and not conn.queue:
+                    log.debug("closing idle connection %s", conn.id)
+                    conn.close()
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        for server in self.servers:
+            server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        # Let requests already being handled finish, within the grace period.
+        deadline = time.monotonic() + grace_s
+        for conn in list(self.connections):
+            conn.queue.append(None)
+            conn.wakeup.set()
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.close()
+        for server in self.servers:
+            await server.wait_closed()

@@ -1,0 +1,69 @@
+"""Waiting rooms for requests that cannot complete yet (Kafka's purgatory).
+
+A delayed operation watches some keys (topic-partitions); whoever changes a key calls
+`notify(key)`, which wakes the watchers so they re-check their completion condition. Waiting is
+always bounded by the request's own timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Iterable
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._watchers: dict[Hashable, set[asyncio.Event]] = {}
+
+    def notify(self, key: Hashable) -> None:
+        events = self._watchers.get(key)
+        if events:
+            for event in events:
+                event.set()
+
+    def notify_all(self) -> None:
+        for events in self._watchers.values():
+            for event in events:
+                event.set()
+
+    @property
+    def watcher_count(self) -> int:
+        return sum(len(v) for v in self._watchers.values())
+
+    async def wait_until(
+        self,
+        keys: Iterable[Hashable],
+        is_complete: Callable[[], bool],
+        timeout_s: float,
+    ) -> bool:
+        """Wait until `is_complete()` holds (re-checked after each notify on one of `keys`) or the
+        timeout passes. Returns whether it completed."""
+        if is_complete():
+            return True
+        if timeout_s <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        event = asyncio.Event()
+        keys = list(keys)
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(event)
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return is_complete()
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    return is_complete()
+                event.clear()
+                if is_complete():
+                    return True
+        finally:
+            for key in keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(event)
+                    if not watchers:
+                        del self._watchers[key]
