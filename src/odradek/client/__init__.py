@@ -1,0 +1,85 @@
+"""Odradek's Kafka clients: an asyncio core with blocking facades.
+
+* `Connection`: one broker connection (pipelining, timeouts, ApiVersions negotiation).
+* `Cluster`: bootstrap, metadata cache, connection pool and the retry rule, shared by all
+  clients.
+* `AdminClient` (async) and `Admin` (blocking): Kafka's Admin API.
+
+Imports only `odradek.protocol`.
+"""
+
+from odradek.client.admin import Admin, AdminClient
+from odradek.client.admin_types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    CreatedTopic,
+    DeletedRecords,
+    IsolationLevel,
+    ListOffsetsResultInfo,
+    LogDirDescription,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ReplicaInfo,
+    TopicDescription,
+    TopicListing,
+    TopicPartitionInfo,
+)
+from odradek.client.cluster import Cluster, MetadataCache
+from odradek.client.config import ADMIN_CONFIG, COMMON_CONFIG, ClientConfig, ConfigSchema
+from odradek.client.connection import Connection
+from odradek.client.errors import (
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
+
+__all__ = [
+    "ADMIN_CONFIG",
+    "COMMON_CONFIG",
+    "Admin",
+    "AdminClient",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClientConfig",
+    "Cluster",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSchema",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigType",
+    "Connection",
+    "CreatedTopic",
+    "DeletedRecords",
+    "IsolationLevel",
+    "KafkaConfigError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "ListOffsetsResultInfo",
+    "LogDirDescription",
+    "MetadataCache",
+    "NewPartitions",
+    "NewTopic",
+    "Node",
+    "OffsetSpec",
+    "PartitionMetadata",
+    "ReplicaInfo",
+    "TopicDescription",
+    "TopicListing",
+    "TopicMetadata",
+    "TopicPartition",
+    "TopicPartitionInfo",
+]

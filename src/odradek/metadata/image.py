@@ -28,6 +28,10 @@ METADATA_VERSION_FEATURE = "metadata.version"
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
+def _empty() -> Mapping[Any, Any]:
+    return _EMPTY
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     name: str
@@ -45,7 +49,7 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
-    features: Mapping[str, tuple[int, int]] = _EMPTY
+    features: Mapping[str, tuple[int, int]] = field(default_factory=_empty)
 
     def endpoint(self, listener: str) -> Endpoint | None:
         return self.endpoints.get(listener)
@@ -83,13 +87,13 @@ class MetadataImage:
 
     offset: int = -1
     epoch: int = -1
-    features: Mapping[str, int] = _EMPTY
-    brokers: Mapping[int, BrokerRegistration] = _EMPTY
-    topics_by_id: Mapping[uuid.UUID, TopicImage] = _EMPTY
-    topics_by_name: Mapping[str, TopicImage] = _EMPTY
-    configs: Mapping[tuple[int, str], Mapping[str, str]] = _EMPTY
+    features: Mapping[str, int] = field(default_factory=_empty)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=_empty)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=_empty)
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=_empty)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=_empty)
     next_producer_id: int = 0
-    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = _EMPTY
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)

@@ -9,7 +9,7 @@ is a ``RetriableException``; ``message`` is a short description of the error.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Self
 
 
 class ProtocolError(Exception):
@@ -46,7 +46,7 @@ class ErrorCode(enum.IntEnum):
     _retriable: bool
     _message: str
 
-    def __new__(cls, code: int, retriable: bool, message: str) -> ErrorCode:
+    def __new__(cls, code: int, retriable: bool, message: str) -> Self:
         member = int.__new__(cls, code)
         member._value_ = code
         member._retriable = retriable
@@ -78,8 +78,10 @@ class ErrorCode(enum.IntEnum):
     CORRUPT_MESSAGE = (
         2,
         True,
-        "The message failed its CRC check, exceeds the valid size, has a null key for a "
-        "compacted topic, or is otherwise corrupt.",
+        (
+            "The message failed its CRC check, exceeds the valid size, has a null key for a "
+            "compacted topic, or is otherwise corrupt."
+        ),
     )
     UNKNOWN_TOPIC_OR_PARTITION = (3, True, "This server does not host this topic-partition.")
     INVALID_FETCH_SIZE = (4, False, "The requested fetch size is invalid.")
@@ -91,8 +93,10 @@ class ErrorCode(enum.IntEnum):
     NOT_LEADER_OR_FOLLOWER = (
         6,
         True,
-        "This broker is not the leader (or, for replica requests, not a replica) of the "
-        "topic-partition.",
+        (
+            "This broker is not the leader (or, for replica requests, not a replica) of the "
+            "topic-partition."
+        ),
     )
     REQUEST_TIMED_OUT = (7, True, "The request timed out.")
     BROKER_NOT_AVAILABLE = (8, False, "The broker is not available.")
@@ -173,8 +177,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_PRODUCER_EPOCH = (
         47,
         False,
-        "The producer used an old epoch: a newer producer has the same transactional id, or "
-        "its transaction expired.",
+        (
+            "The producer used an old epoch: a newer producer has the same transactional id, or "
+            "its transaction expired."
+        ),
     )
     INVALID_TXN_STATE = (48, False, "The transactional operation is invalid in this state.")
     INVALID_PRODUCER_ID_MAPPING = (

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -38,7 +39,8 @@ from odradek.server.network import (
 )
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
-from odradek.storage.config import LOG_CONFIG_DEFS, LogConfig, validate_topic_props
+from odradek.storage.checkpoint import read_meta_properties
+from odradek.storage.config import TOPIC_CONFIGS, ConfigType, LogConfig, format_value, validate_topic_props
 
 log = logging.getLogger("odradek.broker")
 
@@ -46,7 +48,12 @@ log = logging.getLogger("odradek.broker")
 METADATA_VERSION_LEVEL = 20
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {METADATA_VERSION_FEATURE: (1, 20)}
 
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+# DescribeConfigs ConfigSource values.
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
 
 # DescribeConfigs ConfigType values.
 CONFIG_TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
@@ -89,7 +96,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._admin_lock = asyncio.Lock()
-        self.broker_log_defaults = LogConfig.broker_defaults(config.originals_with_defaults())
+        self.default_log_config: LogConfig = config.log_config()
         self.controller = ControllerState(
             num_partitions=int(config.get("num.partitions")),
             default_replication_factor=int(config.get("default.replication.factor")),
@@ -102,10 +109,12 @@ class Broker:
         return self.quorum.image  # type: ignore[union-attr]
 
     async def start(self) -> None:
-        meta = self.config.read_meta_properties()
+        meta = read_meta_properties(self.metadata_log_dir)
+        if meta is None:
+            raise RuntimeError(f"No meta.properties found in {self.metadata_log_dir}")
         self.cluster_id = meta["cluster.id"]
         self.log_manager = LogManager(
-            self.log_dirs, LogConfig.from_props(self.broker_log_defaults),
+            self.log_dirs, self.default_log_config,
             recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")),
             exclude={METADATA_TOPIC},
         )
@@ -122,7 +131,7 @@ class Broker:
         self.quorum.become_leader()
         self._bootstrap_metadata()
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
-                                              self.broker_log_defaults)
+                                              self.default_log_config)
         self.replica_manager.apply_image(self.image)
         self.quorum.listeners.append(self.replica_manager.apply_image)
 
@@ -150,9 +159,9 @@ class Broker:
         return out
 
     def _listener_configs(self) -> list[ListenerConfig]:
-        return [ListenerConfig(name=l.name, host=l.host, port=l.port,
-                               security_protocol=l.security_protocol)
-                for l in self.config.listeners]
+        return [ListenerConfig(name=e.name, host=e.host or "", port=e.port,
+                               security_protocol=e.security_protocol)
+                for e in self.config.listeners]
 
     def _bootstrap_metadata(self) -> None:
         records: list[Any] = []
@@ -168,8 +177,8 @@ class Broker:
         endpoints = []
         for adv in self.config.advertised_listeners:
             port = adv.port or bound.get(adv.name, 0)
-            endpoints.append((adv.name, adv.host, port,
-                              SECURITY_PROTOCOL_IDS.get(adv.security_protocol, 0)))
+            host = adv.host or socket.getfqdn()
+            endpoints.append((adv.name, host, port, adv.security_protocol_id))
         epoch = self.quorum.log.log_end_offset  # type: ignore[union-attr]
         records = self.controller.register_broker(
             self.image, self.node_id, uuid.uuid4(), epoch, endpoints,
@@ -269,7 +278,7 @@ class Broker:
                     ErrorCode.INVALID_REQUEST,
                     f"Cannot update these configs dynamically: {set(unknown)}")
         async with self._admin_lock:
-            list_keys = {d.name for d in LOG_CONFIG_DEFS if d.type_name == "list"}
+            list_keys = {n for n, d in TOPIC_CONFIGS.items() if d.type == ConfigType.LIST}
             result, records = self.controller.alter_configs(
                 self.image, resource_type, resource_name, ops, incremental=incremental,
                 list_keys=list_keys)
@@ -282,38 +291,38 @@ class Broker:
                              overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
         if overrides is None:
             overrides = self.image.topic_config(topic)
-        broker_overrides = self.config.explicit_log_overrides()
+        effective = LogConfig.from_props(overrides, defaults=self.default_log_config)
+        static = self.config.originals
         entries = []
-        for d in LOG_CONFIG_DEFS:
+        for name, d in TOPIC_CONFIGS.items():
             synonyms: list[tuple[str, str | None, int]] = []
-            if d.name in overrides:
-                value, source = overrides[d.name], 1
-                synonyms.append((d.name, value, 1))
-            elif d.broker_name and d.broker_name in broker_overrides:
-                value, source = broker_overrides[d.broker_name], 4
-            else:
-                value, source = d.default_str, 5
-            if d.broker_name and d.broker_name in broker_overrides:
-                synonyms.append((d.broker_name, broker_overrides[d.broker_name], 4))
-            synonyms.append((d.broker_name or d.name, d.default_str, 5))
+            if name in overrides:
+                synonyms.append((name, overrides[name], SOURCE_DYNAMIC_TOPIC))
+            broker_value = next(((b, static[b]) for b in d.broker_synonyms if b in static), None)
+            if broker_value is not None:
+                synonyms.append((broker_value[0], str(broker_value[1]), SOURCE_STATIC_BROKER))
+            default = None if d.default is None else format_value(d.type, d.default)
+            synonyms.append((d.broker_synonyms[-1] if d.broker_synonyms else name, default,
+                             SOURCE_DEFAULT))
             entries.append(ConfigEntry(
-                name=d.name, value=value, source=source, sensitive=False,
-                config_type=CONFIG_TYPE_IDS.get(d.type_name, 0), doc=d.doc, synonyms=synonyms))
+                name=name, value=format_value(d.type, effective.get(name)),
+                source=synonyms[0][2], config_type=CONFIG_TYPE_IDS.get(d.type.name.lower(), 0),
+                doc=d.doc, synonyms=synonyms))
         return entries
 
     def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
         dynamic = self.image.broker_config(self.node_id if resource_name else None)
         entries = []
-        for name, value, is_default, definition in self.config.describe():
-            sensitive = definition.type_name == "password"
-            if name in dynamic:
-                value, source = dynamic[name], 2 if resource_name else 3
-            else:
-                source = 5 if is_default else 4
+        for d in self.config.describe():
+            value, source = d.value, int(d.source)
+            if d.name in dynamic:
+                value = dynamic[d.name]
+                source = SOURCE_DYNAMIC_BROKER if resource_name else SOURCE_DYNAMIC_DEFAULT_BROKER
             entries.append(ConfigEntry(
-                name=name, value=value, source=source, read_only=not definition.dynamic,
-                sensitive=sensitive, config_type=CONFIG_TYPE_IDS.get(definition.type_name, 0),
-                doc=definition.doc))
+                name=d.name, value=value, source=source, read_only=d.read_only,
+                sensitive=d.sensitive, config_type=CONFIG_TYPE_IDS.get(d.config_type.name.lower(), 0),
+                doc=d.documentation,
+                synonyms=[(syn.name, syn.value, int(syn.source)) for syn in d.synonyms]))
         return entries
 
 

@@ -116,12 +116,10 @@ class Partition:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: Any, broker_log_defaults: dict[str, Any],
-                 min_insync_replicas: int = 1) -> None:
+    def __init__(self, broker_id: int, log_manager: Any, default_log_config: LogConfig) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
-        self.broker_log_defaults = broker_log_defaults
-        self.min_insync_replicas = min_insync_replicas
+        self.default_log_config = default_log_config
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.by_topic_id: dict[uuid.UUID, str] = {}
         self.fetch_purgatory = Purgatory()
@@ -129,8 +127,7 @@ class ReplicaManager:
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        props = dict(self.broker_log_defaults)
-        return LogConfig.from_props(props | dict(image.topic_config(topic)))
+        return LogConfig.from_props(image.topic_config(topic), defaults=self.default_log_config)
 
     def apply_image(self, image: MetadataImage) -> None:
         previous = self.image

@@ -17,13 +17,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.admin")
 
-# DescribeConfigs ConfigSource values.
-SOURCE_UNKNOWN = 0
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_DYNAMIC_BROKER = 2
-SOURCE_DYNAMIC_DEFAULT_BROKER = 3
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
+SOURCE_DEFAULT = 5  # DescribeConfigs ConfigSource of a default value
 
 
 async def create_topics(broker: Broker, ctx: RequestContext, req: m.CreateTopicsRequest):

@@ -1,0 +1,298 @@
+"""What the admin client takes and returns (Kafka's org.apache.kafka.clients.admin types)."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from odradek.client.types import Node, TopicPartition
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.ids import uuid_to_kafka_str
+
+__all__ = [
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigType",
+    "CreatedTopic",
+    "DeletedRecords",
+    "IsolationLevel",
+    "ListOffsetsResultInfo",
+    "LogDirDescription",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetSpec",
+    "ReplicaInfo",
+    "TopicDescription",
+    "TopicListing",
+    "TopicPartitionInfo",
+]
+
+
+# ---------------------------------------------------------------------------------- configs
+
+
+class ConfigResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """A config owner: a topic by name, a broker by id (``""`` for the cluster-wide default)."""
+
+    type: ConfigResourceType
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ConfigResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, node_id: int | str = "") -> ConfigResource:
+        return cls(ConfigResourceType.BROKER, str(node_id))
+
+    def __str__(self) -> str:
+        return f"ConfigResource(type={self.type.name}, name='{self.name}')"
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+    @classmethod
+    def from_code(cls, code: int) -> ConfigSource:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class ConfigType(enum.IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+    @classmethod
+    def from_code(cls, code: int) -> ConfigType:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    #: None for sensitive values
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    config_type: ConfigType = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        """True when the value is the built-in default (not set anywhere)."""
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AlterConfigOpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    """One incremental change: SET a value, DELETE an override, APPEND to / SUBTRACT from a
+    list-typed config."""
+
+    name: str
+    value: str | None = None
+    op: AlterConfigOpType = AlterConfigOpType.SET
+
+
+# ---------------------------------------------------------------------------------- topics
+
+
+@dataclass
+class NewTopic:
+    """A topic to create. -1 partitions/replication factor take the broker defaults;
+    `replica_assignment` (partition -> broker ids) replaces both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, list[int]] | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    """What CreateTopics reports back (counts and configs from v5 on, else -1 and {})."""
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, ConfigEntry]
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """Grow a topic to `total_count` partitions; `assignments` lists the replicas of each new
+    partition (None: the broker places them)."""
+
+    total_count: int
+    assignments: list[list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+
+
+@dataclass(frozen=True)
+class TopicPartitionInfo:
+    partition: int
+    #: None when the partition has no leader
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    #: Eligible leader replicas (KIP-966); None when the broker could not say (Metadata API)
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+    leader_epoch: int = -1
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[TopicPartitionInfo]
+    #: the topic's configs, when asked for (``include_configs=True``)
+    configs: dict[str, ConfigEntry] | None = None
+
+    @property
+    def topic_id_str(self) -> str:
+        """The topic id as Kafka prints it (22 characters of base64url)."""
+        return uuid_to_kafka_str(self.topic_id)
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: Node | None
+    nodes: list[Node]
+
+
+# ---------------------------------------------------------------------------------- offsets
+
+
+class IsolationLevel(enum.IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Which offset `list_offsets` looks up: a timestamp, or one of Kafka's special values."""
+
+    timestamp: int
+
+    EARLIEST_TIMESTAMP = -2
+    LATEST_TIMESTAMP = -1
+    MAX_TIMESTAMP = -3
+    EARLIEST_LOCAL_TIMESTAMP = -4
+
+    @classmethod
+    def earliest(cls) -> OffsetSpec:
+        return cls(cls.EARLIEST_TIMESTAMP)
+
+    @classmethod
+    def latest(cls) -> OffsetSpec:
+        return cls(cls.LATEST_TIMESTAMP)
+
+    @classmethod
+    def max_timestamp(cls) -> OffsetSpec:
+        """The offset of the record with the highest timestamp."""
+        return cls(cls.MAX_TIMESTAMP)
+
+    @classmethod
+    def for_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
+        """The first offset whose timestamp is >= `timestamp_ms`."""
+        if timestamp_ms < 0:
+            raise ValueError("a timestamp to look up must not be negative")
+        return cls(timestamp_ms)
+
+
+@dataclass(frozen=True)
+class ListOffsetsResultInfo:
+    #: -1 when no such offset exists (e.g. a timestamp after the last record)
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
+class DeletedRecords:
+    low_watermark: int
+
+
+# ---------------------------------------------------------------------------------- log dirs
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    path: str
+    error: KafkaError | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    #: None when the broker does not report it (before DescribeLogDirs v4)
+    total_bytes: int | None = None
+    usable_bytes: int | None = None

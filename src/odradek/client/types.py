@@ -1,0 +1,60 @@
+"""Value types shared by the clients (admin, producer, consumer)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from odradek.protocol.errors import ErrorCode
+
+__all__ = ["Node", "PartitionMetadata", "TopicMetadata", "TopicPartition"]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A broker as the cluster metadata describes it."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    def __str__(self) -> str:
+        rack = f" rack: {self.rack}" if self.rack else ""
+        return f"{self.host}:{self.port} (id: {self.id}{rack})"
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    #: -1 when the partition has no leader
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    error: ErrorCode = ErrorCode.NONE
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    #: partition index -> metadata
+    partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
+    error: ErrorCode = ErrorCode.NONE

@@ -1,0 +1,182 @@
+"""Building v2 record batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from odradek.protocol.primitives import write_uvarint, write_varlong
+from odradek.protocol.records.batch import (
+    BATCH_HEADER_SIZE,
+    CONTROL_FLAG_MASK,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    Compression,
+    TimestampType,
+    write_crc,
+)
+from odradek.protocol.records.compression import compress
+from odradek.protocol.records.record import HEADER_KEY_ERRORS
+
+_INT32_MIN = -0x80000000
+_INT32_MAX = 0x7FFFFFFF
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    """Zig-zag int32 varint (write_uvarint caches the encodings of small values)."""
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ValueError(f"varint out of range: {value}")
+    write_uvarint(out, (value << 1) ^ (value >> 31))
+
+
+def _write_length_prefixed(out: bytearray, data: bytes | bytearray | memoryview | None) -> None:
+    if data is None:
+        out.append(1)  # zig-zag -1
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+class RecordBatchBuilder:
+    """Accumulates records and builds one v2 batch (lengths, max timestamp, CRC, compression)."""
+
+    def __init__(
+        self,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        compression: Compression = Compression.NONE,
+        compression_level: int | None = None,
+    ) -> None:
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        self.timestamp_type = TimestampType(timestamp_type)
+        self.compression = Compression(compression)
+        self.compression_level = compression_level
+        self._records = bytearray()
+        self._count = 0
+        self._last_offset_delta = -1
+        self._base_timestamp: int | None = None
+        self._max_timestamp = NO_TIMESTAMP
+
+    @property
+    def records_count(self) -> int:
+        return self._count
+
+    @property
+    def size_estimate(self) -> int:
+        """Size of the batch if built now without compression (an upper bound in practice)."""
+        return BATCH_HEADER_SIZE + len(self._records)
+
+    def append(
+        self,
+        timestamp: int | None,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        offset: int | None = None,
+    ) -> int:
+        """Add a record; return its offset delta.
+
+        `offset` (absolute) lets a rewrite keep gaps, as the log cleaner does; by default the
+        record takes the next offset.
+        """
+        if offset is None:
+            offset_delta = self._last_offset_delta + 1
+        else:
+            offset_delta = offset - self.base_offset
+            if offset_delta <= self._last_offset_delta:
+                raise ValueError(f"offset {offset} is not after the previous record's offset")
+        if timestamp is None:
+            timestamp = NO_TIMESTAMP
+        if self._base_timestamp is None:
+            self._base_timestamp = timestamp
+        self._max_timestamp = max(self._max_timestamp, timestamp)
+
+        body = bytearray(b"\x00")  # attributes
+        timestamp_delta = timestamp - self._base_timestamp
+        if _INT32_MIN <= timestamp_delta <= _INT32_MAX:
+            _write_varint(body, timestamp_delta)  # same bytes, cached for small deltas
+        else:
+            write_varlong(body, timestamp_delta)
+        _write_varint(body, offset_delta)
+        _write_length_prefixed(body, key)
+        _write_length_prefixed(body, value)
+        if headers:
+            header_list = list(headers)
+            _write_varint(body, len(header_list))
+            for name, header_value in header_list:
+                _write_length_prefixed(body, name.encode("utf-8", HEADER_KEY_ERRORS))
+                _write_length_prefixed(body, header_value)
+        else:
+            body.append(0)
+        records = self._records
+        _write_varint(records, len(body))
+        records += body
+        self._count += 1
+        self._last_offset_delta = offset_delta
+        return offset_delta
+
+    def build(self) -> bytes:
+        """The complete batch: header, (compressed) records, CRC."""
+        records: bytes | bytearray = self._records
+        if self.compression != Compression.NONE:
+            records = compress(self.compression, records, self.compression_level)
+        attributes = int(self.compression)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if self.is_transactional:
+            attributes |= TRANSACTIONAL_FLAG_MASK
+        if self.is_control:
+            attributes |= CONTROL_FLAG_MASK
+        size = BATCH_HEADER_SIZE + len(records)
+        out = bytearray(size)
+        HEADER_STRUCT.pack_into(
+            out,
+            0,
+            self.base_offset,
+            size - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC_V2,
+            0,  # crc, computed below
+            attributes,
+            max(self._last_offset_delta, 0),
+            NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        )
+        out[BATCH_HEADER_SIZE:] = records
+        write_crc(out, 0, size)
+        return bytes(out)
+
+
+def build_batch(records: Iterable[Sequence[Any]], **builder_options: Any) -> bytes:
+    """Build one batch from (timestamp, key, value[, headers]) tuples.
+
+    `builder_options` are RecordBatchBuilder's keyword arguments.
+    """
+    builder = RecordBatchBuilder(**builder_options)
+    for record in records:
+        builder.append(*record)
+    return builder.build()

@@ -1,0 +1,663 @@
+"""One partition's log: ordered segments, appends, reads, roll, retention, truncation
+(Kafka's UnifiedLog and LocalLog in one class; recovery lives in `loader`).
+
+Concurrency model: one writer at a time (appends, roll, truncation, segment deletion hold
+`self._lock`), any number of concurrent readers without the lock. Readers take an immutable
+snapshot of the segment list and of the end-of-log position (`_end`), both replaced wholesale by
+the writer (copy-on-write), and read with `pread`, so a read never waits for an append.
+`flush()` does its fsyncs outside the lock, so it can run on a worker thread while the event loop
+keeps appending.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import BatchHeader, TimestampType
+from odradek.protocol.records.record import iter_records
+from odradek.storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA_FILE,
+    LeaderEpochCheckpointFile,
+    PartitionMetadataFile,
+    fsync_dir,
+)
+from odradek.storage.config import LONG_MAX, LogConfig
+from odradek.storage.epoch import LeaderEpochFileCache
+from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
+from odradek.storage.segment import DELETED_SUFFIX, FetchData, LogSegment
+from odradek.storage.validator import (
+    AppendOrigin,
+    ValidatedRecords,
+    assign_offsets,
+    validate_as_follower,
+    validate_as_leader,
+)
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+NO_TIMESTAMP = -1
+
+_DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def parse_topic_partition(directory: str | os.PathLike[str]) -> tuple[str, int]:
+    """`<topic>-<partition>` -> (topic, partition); topic names may contain '-'."""
+    match = _DIR_NAME.match(Path(directory).name)
+    if match is None:
+        raise ValueError(f"{directory} is not a <topic>-<partition> log directory")
+    return match["topic"], int(match["partition"])
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class LogEnd(NamedTuple):
+    """Next offset to assign and where it will be written (Kafka's LogOffsetMetadata)."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: timestamp (-1 if not applicable), offset, leader epoch (-1)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass
+class AppendInfo:
+    """What an append did (Kafka's LogAppendInfo)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    valid_bytes: int
+    record_count: int
+    batch_count: int
+    batches: list[BatchHeader]  # headers as written (for producer-state bookkeeping)
+    flush_needed: bool = False  # flush.messages reached and the log defers flushes
+
+    @property
+    def num_messages(self) -> int:
+        return self.record_count
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    base_offset: int
+    size: int
+    path: str
+
+
+class Log:
+    """A partition's segmented log in `directory` (named `<topic>-<partition>`)."""
+
+    def __init__(self, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
+                 recovery_point: int = 0, log_start_offset: int = 0,
+                 had_clean_shutdown: bool = True, topic_id: uuid.UUID | str | None = None,
+                 high_watermark: int | None = None, clock: Clock | None = None,
+                 deleter: DeferredDeleter | None = None, inline_flush: bool = True) -> None:
+        from odradek.storage.loader import LogLoader  # loader imports Log's neighbours
+
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_topic_partition(self.dir)
+        self.config = config if config is not None else LogConfig()
+        self.clock = clock or system_clock_ms
+        self._deleter = deleter if deleter is not None else DeferredDeleter()
+        self._owns_deleter = deleter is None
+        self.inline_flush = inline_flush
+        self._lock = threading.RLock()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
+        self._partition_metadata = PartitionMetadataFile(self.dir / PARTITION_METADATA_FILE)
+        self.topic_id = self._partition_metadata.read()
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+        loaded = LogLoader(self, recovery_point, log_start_offset, had_clean_shutdown).load()
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
+        self._set_segments(tuple(loaded.segments))
+        active = self._segments[-1]
+        self._end = LogEnd(loaded.next_offset, active.base_offset, active.size)
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = 0
+        self.high_watermark = high_watermark if high_watermark is not None else 0
+        self.recovered_bytes_truncated = loaded.truncated_bytes
+        self.last_flush_ms = self.clock()
+        self._dir_needs_flush = False
+        self._max_offset_cache: tuple[int, int, LogEnd] | None = None
+        self._truncations = 0  # bumped by every truncation; invalidates position caches
+        self._closed = False
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self._end.offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by the replica manager; clamped to [log start offset, log end offset]."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self._end.offset)
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        return [SegmentInfo(s.base_offset, s.size, str(s.log_path)) for s in self._segments]
+
+    def log_segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._end.offset - self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def assign_topic_id(self, topic_id: uuid.UUID | str) -> None:
+        """Writes partition.metadata; a log keeps the topic id it was created with."""
+        from odradek.storage.checkpoint import topic_id_from_str, topic_id_to_str
+
+        new_id = topic_id_from_str(topic_id_to_str(topic_id))
+        if self.topic_id is not None and self.topic_id != new_id:
+            raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
+                             f"log {self.dir} has topic id {self.topic_id}, not {new_id}")
+        if self.topic_id is None:
+            self._partition_metadata.write(new_id)
+            self.topic_id = new_id
+
+    def update_config(self, config: LogConfig) -> None:
+        """Dynamic topic config change: applies to future appends, rolls and retention."""
+        self.config = config
+
+    # -- append ----------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int | None = None,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Validates, assigns offsets from the log end offset and writes the batches."""
+        now = self.clock() if now_ms is None else now_ms
+        config = self.config
+        validated = validate_as_leader(records, config, now, origin)  # CRC outside the lock
+        with self._lock:
+            self._check_open()
+            if not validated.batches:
+                return self._empty_append_info()
+            patched = assign_offsets(validated, self._end.offset, leader_epoch, config, now)
+            return self._append(patched, leader_epoch)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Appends replicated batches with their offsets (which must follow the log end)."""
+        with self._lock:
+            self._check_open()
+            validated = validate_as_follower(records, self.config, self._end.offset)
+            if not validated.batches:
+                return self._empty_append_info()
+            return self._append(validated, None)
+
+    def _empty_append_info(self) -> AppendInfo:
+        return AppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0,
+                          [])
+
+    def _append(self, validated: ValidatedRecords, leader_epoch: int | None) -> AppendInfo:
+        segment = self._maybe_roll(validated)
+        segment.append(validated.records, validated.batches)
+        info = AppendInfo(
+            first_offset=validated.first_offset, last_offset=validated.last_offset,
+            max_timestamp=validated.max_timestamp,
+            offset_of_max_timestamp=validated.offset_of_max_timestamp,
+            log_append_time=validated.log_append_time, log_start_offset=self._log_start_offset,
+            valid_bytes=validated.size, record_count=validated.record_count,
+            batch_count=len(validated.batches), batches=[h for _, h in validated.batches])
+        self._end = LogEnd(info.last_offset + 1, segment.base_offset, segment.size)
+        if leader_epoch is not None:
+            self._maybe_assign_epoch(leader_epoch, info.first_offset)
+        else:
+            for _, header in validated.batches:
+                self._maybe_assign_epoch(header.partition_leader_epoch, header.base_offset)
+        if self.unflushed_messages >= self.config.flush_messages:
+            if self.inline_flush:
+                self.flush()
+            else:
+                info.flush_needed = True
+        return info
+
+    def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.dir} is closed")
+
+    # -- roll ------------------------------------------------------------------------------
+    def _should_roll(self, segment: LogSegment, validated: ValidatedRecords, now_ms: int) -> bool:
+        config = self.config
+        if segment.size == 0:
+            return not segment.can_hold_offset(validated.last_offset)
+        waited = segment.time_waited_for_roll(now_ms, validated.max_timestamp)
+        return (waited > config.segment_ms - segment.rolling_jitter_ms
+                or segment.size > config.segment_bytes - validated.size
+                or segment.offset_index.is_full() or segment.time_index.is_full()
+                or not segment.can_hold_offset(validated.last_offset))
+
+    def _maybe_roll(self, validated: ValidatedRecords) -> LogSegment:
+        segment = self._segments[-1]
+        if self._should_roll(segment, validated, self.clock()):
+            segment = self.roll(max(validated.first_offset, self._end.offset))
+        return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        config = self.config
+        jitter = 0
+        if config.segment_jitter_ms > 0:
+            jitter = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+        return LogSegment(
+            self.dir, base_offset, index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes, rolling_jitter_ms=jitter,
+            created_ms=self.clock(),
+            preallocate_bytes=config.segment_bytes if config.preallocate else 0, active=True)
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Starts a new active segment at max(expected_next_offset, log end offset)."""
+        with self._lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self._end.offset)
+            old = self._segments[-1]
+            if old.base_offset == new_offset:
+                if old.size == 0:
+                    return old  # rolling an empty segment changes nothing
+                raise RuntimeError(f"segment {new_offset} already exists in {self.dir}")
+            old.on_become_inactive()
+            for suffix in (".log", ".index", ".timeindex"):
+                # Kafka removes stale files of a previous incarnation at this offset.
+                (self.dir / f"{new_offset:020d}{suffix}").unlink(missing_ok=True)
+            segment = self._new_segment(new_offset)
+            self._set_segments(self._segments + (segment,))
+            self._end = LogEnd(self._end.offset, segment.base_offset, 0)
+            self._dir_needs_flush = True
+            return segment
+
+    def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
+        # One attribute swap: readers see the old or the new list, never a mix.
+        self._view = (segments, tuple(s.base_offset for s in segments))
+
+    # -- read ------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchData:
+        """Whole batches from one segment, starting with the batch holding `start_offset`.
+
+        `max_offset` (exclusive; the broker passes the high watermark or LSO) bounds the
+        batches returned. Raises KafkaError(OFFSET_OUT_OF_RANGE) when start_offset is below
+        the log start offset or above the log end offset.
+        """
+        log_start = self._log_start_offset
+        end = self._end  # read before the segment list: the list is never older than the end
+        segments, bases = self._view
+        if start_offset < max(log_start, bases[0]) or start_offset > end.offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {start_offset} is out of range for {self.topic}-"
+                             f"{self.partition}: log start offset {log_start}, "
+                             f"log end offset {end.offset}")
+        if max_offset is not None and start_offset >= max_offset:
+            return FetchData.empty(start_offset, end.segment_base_offset)
+        limit = end if max_offset is None or max_offset >= end.offset else \
+            self._position_of(max_offset, segments, bases)
+        if start_offset >= limit.offset:
+            return FetchData.empty(start_offset, limit.segment_base_offset)
+        index = bisect.bisect_right(bases, start_offset) - 1
+        index = max(index, 0)
+        while index < len(segments):
+            segment = segments[index]
+            if segment.base_offset > limit.segment_base_offset:
+                break
+            max_position = (limit.position if segment.base_offset == limit.segment_base_offset
+                            else segment.size)
+            fetched = segment.read(start_offset, max_bytes, max_position, min_one_batch)
+            if fetched is not None:
+                return fetched
+            index += 1
+        return FetchData.empty(start_offset, limit.segment_base_offset)
+
+    def _position_of(self, offset: int, segments: tuple[LogSegment, ...],
+                     bases: tuple[int, ...]) -> LogEnd:
+        """Where the batch holding `offset` starts (batches ending below it are readable)."""
+        cached = self._max_offset_cache
+        if cached is not None and cached[0] == offset and cached[1] == self._truncations:
+            return cached[2]
+        truncations = self._truncations
+        index = max(bisect.bisect_right(bases, offset) - 1, 0)
+        result = None
+        for segment in segments[index:]:
+            found = segment.translate_offset(offset)
+            if found is not None:
+                result = LogEnd(offset, segment.base_offset, found[0])
+                break
+        if result is None:
+            result = self._end
+        self._max_offset_cache = (offset, truncations, result)
+        return result
+
+    def read_records(self, start_offset: int, max_bytes: int = 1 << 20,
+                     max_offset: int | None = None) -> bytes:
+        """Convenience for internal consumers (coordinators, tests): the bytes of `read`."""
+        return self.read(start_offset, max_bytes, max_offset).read_bytes()
+
+    # -- ListOffsets -----------------------------------------------------------------------
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2/-4 earliest, -1 latest, -3 max timestamp, else the first record
+        whose timestamp >= `timestamp` (None if there is none)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self._log_start_offset
+            epoch = self.leader_epoch_cache.epoch_for_offset(start)
+            return TimestampAndOffset(NO_TIMESTAMP, start, -1 if epoch is None else epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            epoch = self.leader_epoch_cache.latest_epoch
+            return TimestampAndOffset(NO_TIMESTAMP, self._end.offset,
+                                      -1 if epoch is None else epoch)
+        segments = self._segments
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp_so_far().timestamp)
+            max_ts = best.max_timestamp_so_far()
+            if max_ts.timestamp < 0:
+                return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+            found = best.find_offset_by_timestamp(max_ts.timestamp, self._log_start_offset)
+            if found is None:
+                return None
+            return self._record_at_timestamp(best, found, max_ts.timestamp, exact=True)
+        if timestamp < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown ListOffsets timestamp {timestamp}")
+        for segment in segments:
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return self._record_at_timestamp(segment, found, timestamp, exact=False)
+        return None
+
+    # ListOffsets semantics used by Kafka clients' offsetsForTimes
+    offset_for_timestamp = fetch_offset_by_timestamp
+
+    def _record_at_timestamp(self, segment: LogSegment, found: tuple[int, BatchHeader],
+                             timestamp: int, exact: bool) -> TimestampAndOffset:
+        """Finds the record inside the batch (decoding only this one batch)."""
+        position, header = found
+        epoch = header.partition_leader_epoch
+        if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            offset = max(header.base_offset, self._log_start_offset)
+            return TimestampAndOffset(header.max_timestamp, offset, epoch)
+        data = segment.read_batch(position, header)
+        for record in iter_records(data, 0, header):
+            if record.offset < self._log_start_offset:
+                continue
+            if (record.timestamp == timestamp) if exact else (record.timestamp >= timestamp):
+                return TimestampAndOffset(record.timestamp, record.offset, epoch)
+        return TimestampAndOffset(header.max_timestamp, header.last_offset, epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (epoch, end offset), (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._end.offset)
+
+    # -- flush -----------------------------------------------------------------------------
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsyncs segments holding offsets in [recovery point, up_to_offset) and advances the
+        recovery point. The fsyncs run outside the lock: appends continue meanwhile."""
+        with self._lock:
+            target = self._end.offset if up_to_offset is None else min(up_to_offset,
+                                                                        self._end.offset)
+            if target <= self._recovery_point and not self._dir_needs_flush:
+                return
+            segments, bases = self._view
+            first = max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
+            to_flush = [s for s in segments[first:] if s.base_offset < target]
+            flush_dir, self._dir_needs_flush = self._dir_needs_flush, False
+            truncations = self._truncations
+        for segment in to_flush:
+            try:
+                segment.flush()
+            except (ValueError, OSError):
+                if segment in self._segments:
+                    raise  # only a segment deleted meanwhile may fail
+        if flush_dir:
+            fsync_dir(self.dir)
+        with self._lock:
+            if self._truncations == truncations and target > self._recovery_point:
+                self._recovery_point = target
+            self.last_flush_ms = self.clock()
+
+    # -- retention -------------------------------------------------------------------------
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention by time and size (cleanup.policy=delete) and by log start offset."""
+        now = self.clock() if now_ms is None else now_ms
+        deleted = self._delete_log_start_offset_breached_segments()
+        if self.config.delete:
+            deleted += self._delete_retention_size_breached_segments()
+            deleted += self._delete_retention_ms_breached_segments(now)
+        return deleted
+
+    def _delete_retention_ms_breached_segments(self, now_ms: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_segments_while(
+            lambda segment, _next: now_ms - segment.largest_timestamp > retention_ms)
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self.config.retention_bytes
+        excess = self.size_in_bytes - retention_bytes
+        if retention_bytes < 0 or excess < 0:
+            return 0
+
+        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_segments_while(breached)
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        return self._delete_segments_while(
+            lambda _segment, following: following is not None
+            and following.base_offset <= self._log_start_offset)
+
+    def _delete_segments_while(self, predicate) -> int:  # type: ignore[no-untyped-def]
+        """Deletes the longest prefix of segments matching `predicate` that lies entirely
+        below the high watermark (Kafka's deletableSegments + deleteSegments)."""
+        with self._lock:
+            self._check_open()
+            segments = self._segments
+            deletable: list[LogSegment] = []
+            for index, segment in enumerate(segments):
+                following = segments[index + 1] if index + 1 < len(segments) else None
+                if following is None and segment.size == 0:
+                    break
+                upper = following.base_offset if following is not None else self._end.offset
+                if not (self._high_watermark >= upper and predicate(segment, following)):
+                    break
+                deletable.append(segment)
+            if not deletable:
+                return 0
+            if len(deletable) == len(segments):
+                self.roll()  # always keep one segment: the new, empty active one
+            self._remove_and_delete(deletable)
+            self._increment_log_start_offset(self._segments[0].base_offset)
+            return len(deletable)
+
+    def _remove_and_delete(self, doomed: list[LogSegment]) -> None:
+        """Drops segments from the view, renames them `.deleted`, deletes them later."""
+        doomed_ids = {id(segment) for segment in doomed}
+        self._set_segments(tuple(s for s in self._segments if id(s) not in doomed_ids))
+        self._retire(doomed)
+
+    def _retire(self, doomed: list[LogSegment]) -> None:
+        # Open handles survive the rename, so in-flight reads finish; files go after the delay.
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment in doomed:
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+            self._deleter.schedule(due, segment.delete)
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._recovery_point = max(self._recovery_point, offset)
+            self._high_watermark = max(self._high_watermark, offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: moves the log start offset to `offset` (at most the high watermark)
+        and deletes segments wholly below it. Returns the new log start offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"cannot move the log start offset of {self.topic}-"
+                                 f"{self.partition} to {offset}, beyond the high watermark "
+                                 f"{self._high_watermark}")
+            self._increment_log_start_offset(offset)
+            self._delete_log_start_offset_breached_segments()
+            return self._log_start_offset
+
+    # -- truncation ------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Removes everything at and after `target_offset` (follower truncation)."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._end.offset:
+                return False
+            if self._segments[0].base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            self._truncations += 1
+            doomed = [s for s in self._segments if s.base_offset > target_offset]
+            if doomed:
+                self._remove_and_delete(doomed)
+            active = self._segments[-1]
+            found = active.translate_offset(target_offset)
+            new_end = target_offset
+            if found is not None and found[1].base_offset < target_offset:
+                new_end = found[1].base_offset  # a batch is removed whole
+            active.truncate_to(target_offset)
+            active.make_active()
+            self._end = LogEnd(new_end, active.base_offset, active.size)
+            self.leader_epoch_cache.truncate_from_end(new_end)
+            self._log_start_offset = min(self._log_start_offset, new_end)
+            self._recovery_point = min(self._recovery_point, new_end)
+            self._high_watermark = min(self._high_watermark, new_end)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Deletes all data; the log restarts empty at `new_offset`."""
+        with self._lock:
+            self._check_open()
+            self._truncations += 1
+            old = list(self._segments)
+            self._retire(old)  # renamed first: the new segment may reuse a base offset
+            segment = self._new_segment(new_offset)
+            self._set_segments((segment,))
+            self._end = LogEnd(new_offset, new_offset, 0)
+            self.leader_epoch_cache.clear_and_flush()
+            self._log_start_offset = new_offset
+            self._recovery_point = new_offset
+            self._high_watermark = new_offset
+            self._dir_needs_flush = True
+
+    # -- life cycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Closes files (active segment trimmed, final time-index entry written)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            segments = self._segments
+            for segment in segments[:-1]:
+                segment.close()
+            segments[-1].close(active=True)
+            if self._owns_deleter:
+                self._deleter.run_all()
+
+    def mark_deleted(self) -> None:
+        """Rejects further writes; files stay open for in-flight reads until `close_handlers`."""
+        with self._lock:
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Closes every open file without trimming (the log is being deleted)."""
+        for segment in self._segments:
+            segment.close_handlers()
+
+    def close_and_flush(self) -> None:
+        self.flush()
+        self.close()
+
+    def run_pending_deletes(self, now_ms: int | None = None) -> int:
+        """For a standalone log (a LogManager runs its shared deleter on tick)."""
+        return self._deleter.run_due(self.clock() if now_ms is None else now_ms)
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Moves the whole log (LogManager.delete_log); open files stay valid."""
+        with self._lock:
+            os.replace(self.dir, new_dir)
+            self.dir = new_dir
+            for segment in self._segments:
+                segment.directory = new_dir
+                segment.log_path = new_dir / segment.log_path.name
+                segment.offset_index.path = new_dir / segment.offset_index.path.name
+                segment.time_index.path = new_dir / segment.time_index.path.name
+            self.leader_epoch_cache.move_checkpoint(new_dir / LEADER_EPOCH_CHECKPOINT)
+            self._partition_metadata.path = new_dir / PARTITION_METADATA_FILE
+
+    def needs_time_flush(self, now_ms: int) -> bool:
+        return (self.config.flush_ms < LONG_MAX and self.unflushed_messages > 0
+                and now_ms - self.last_flush_ms >= self.config.flush_ms)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"end={self._end.offset}, segments={len(self._segments)})")

@@ -1,0 +1,140 @@
+"""A real Odradek broker in a child process, for tests: random free ports on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from odradek.protocol import framing
+from odradek.protocol import messages as m
+
+ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, timeout: float, interval: float = 0.05, message: str = "condition"):
+    """Poll `condition` until it returns a truthy value or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def api_versions_ok(host: str, port: int) -> bool:
+    """True when the broker answers an ApiVersions request."""
+    try:
+        with socket.create_connection((host, port), timeout=2) as s:
+            s.sendall(framing.encode_request(18, 3, 1, "probe", m.ApiVersionsRequest(
+                client_software_name="probe", client_software_version="1")))
+            size = struct.unpack(">i", _recv_exact(s, 4))[0]
+            corr, resp = framing.decode_response(_recv_exact(s, size), 18, 3)
+            return corr == 1 and resp.error_code == 0
+    except (OSError, ValueError):
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class BrokerProcess:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.host = "127.0.0.1"
+        self.data_dir = workdir / "data"
+        self.config_path = workdir / "server.properties"
+        self.log_path = workdir / "broker.log"
+        self.proc: subprocess.Popen | None = None
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+                         f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(overrides or {})
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60) -> BrokerProcess:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [*ODRADEK, "server-start", str(self.config_path)],
+            stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+        )
+        log_file.close()
+
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            return api_versions_ok(self.host, self.port)
+
+        wait_until(ready, timeout, interval=0.1, message="broker to answer ApiVersions")
+        return self
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30) -> int:
+        """Graceful stop (SIGTERM), like kafka-server-stop.sh."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, clean: bool = True) -> BrokerProcess:
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        return self.start()
