@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import re
 import shutil
@@ -35,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,12 @@ from odradek.protocol.framing import (
     encode_response,
     peek_correlation_id,
 )
-from odradek.protocol.records import Compression, build_batch, iter_batches, patch_base_offset
+from odradek.protocol.records import (
+    Compression,
+    RecordBatchBuilder,
+    iter_batches,
+    patch_base_offset,
+)
 
 MAX_FRAME_SIZE = 100 * 1024 * 1024
 POLL_INTERVAL = 0.1  # seconds between checks of the stop flag in blocking socket calls
@@ -147,6 +153,7 @@ class _LoopbackServer:
     def __init__(self, port: int = 0) -> None:
         self._requested_port = port
         self._listener: socket.socket | None = None
+        self._port = 0
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._connections = 0
@@ -154,8 +161,8 @@ class _LoopbackServer:
 
     @property
     def port(self) -> int:
-        assert self._listener is not None, "server not started"
-        return self._listener.getsockname()[1]
+        assert self._port, "server not started"
+        return self._port
 
     @property
     def address(self) -> str:
@@ -167,6 +174,7 @@ class _LoopbackServer:
 
     def start(self) -> _LoopbackServer:
         self._listener = socket.create_server((LOOPBACK, self._requested_port))
+        self._port = self._listener.getsockname()[1]
         self._listener.settimeout(POLL_INTERVAL)
         self._spawn(self._accept_loop)
         return self
@@ -207,6 +215,8 @@ class _LoopbackServer:
         with sock:
             try:
                 self.serve(sock, connection)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client went away mid-answer (a closing consumer's long poll)
             except Exception as exc:  # noqa: BLE001 - reported through .errors, then closed
                 self.errors.append(f"connection {connection}: {type(exc).__name__}: {exc}")
 
@@ -288,7 +298,26 @@ class CapturePeer(_LoopbackServer):
             18: self._api_versions,
             22: self._init_producer_id,
             23: self._offset_for_leader_epoch,
+            # a single-member classic consumer group: the member leads and gets what it assigns
+            8: self._offset_commit,
+            9: self._offset_fetch,
+            11: self._join_group,
+            12: self._heartbeat,
+            13: self._leave_group,
+            14: self._sync_group,
+            # transactions: every step succeeds
+            24: self._add_partitions_to_txn,
+            26: self._end_txn,
+            # admin: topics are created, grown and deleted in name only
+            16: self._list_groups,
+            19: self._create_topics,
+            20: self._delete_topics,
+            32: self._describe_configs,
+            37: self._create_partitions,
+            60: self._describe_cluster,
         }
+        self._committed: dict[tuple[str, str, int], int] = {}  # (group, topic, partition)
+        self._groups: set[str] = set()
 
     # ---------------------------------------------------------------------------- public
 
@@ -426,21 +455,27 @@ class CapturePeer(_LoopbackServer):
 
     def _list_offsets(self, header: m.RequestHeader, request: m.ListOffsetsRequest) -> Any:
         response_cls = m.ListOffsetsResponse
+        version = header.request_api_version
         topics = []
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
                 log = self._log(topic.name, p.partition_index)
                 offset = log.next_offset if p.timestamp == LATEST_TIMESTAMP else 0
-                partitions.append(
-                    response_cls.ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index,
-                        old_style_offsets=[offset] if header.request_api_version == 0 else [],
-                        offset=offset,
-                        leader_epoch=self.LEADER_EPOCH,
-                    )
+                answer = response_cls.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index
                 )
-            topics.append(response_cls.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+                # the fields are versioned and not ignorable: set only those of this version
+                if version == 0:
+                    answer.old_style_offsets = [offset]
+                else:
+                    answer.offset = offset
+                if version >= 4:
+                    answer.leader_epoch = self.LEADER_EPOCH
+                partitions.append(answer)
+            topics.append(
+                response_cls.ListOffsetsTopicResponse(name=topic.name, partitions=partitions)
+            )
         return response_cls(topics=topics)
 
     def _fetch(self, header: m.RequestHeader, request: m.FetchRequest) -> Any:
@@ -504,6 +539,227 @@ class CapturePeer(_LoopbackServer):
                 response_cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions)
             )
         return response_cls(topics=topics)
+
+    # --- consumer group
+
+    def _join_group(self, header: m.RequestHeader, request: m.JoinGroupRequest) -> Any:
+        response_cls = m.JoinGroupResponse
+        self._groups.add(request.group_id)
+        member_id = request.member_id or f"{header.client_id}-{uuid.uuid4()}"
+        protocol = request.protocols[0]  # the client's preferred assignor
+        member = response_cls.JoinGroupResponseMember(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id,
+            metadata=protocol.metadata,
+        )
+        response = response_cls(
+            generation_id=1,
+            protocol_name=protocol.name,
+            leader=member_id,
+            member_id=member_id,
+            members=[member],
+        )
+        if header.request_api_version >= 7:
+            response.protocol_type = request.protocol_type
+        return response
+
+    def _sync_group(self, header: m.RequestHeader, request: m.SyncGroupRequest) -> Any:
+        mine = [a.assignment for a in request.assignments if a.member_id == request.member_id]
+        return m.SyncGroupResponse(
+            protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignment=mine[0] if mine else b"",
+        )
+
+    def _heartbeat(self, header: m.RequestHeader, request: Any) -> Any:
+        return m.HeartbeatResponse()
+
+    def _leave_group(self, header: m.RequestHeader, request: m.LeaveGroupRequest) -> Any:
+        response_cls = m.LeaveGroupResponse
+        members = [
+            response_cls.MemberResponse(
+                member_id=member.member_id, group_instance_id=member.group_instance_id
+            )
+            for member in request.members
+        ]
+        return response_cls(members=members)
+
+    def _offset_commit(self, header: m.RequestHeader, request: m.OffsetCommitRequest) -> Any:
+        response_cls = m.OffsetCommitResponse
+        topics = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                self._committed[(request.group_id, topic.name, p.partition_index)] = (
+                    p.committed_offset
+                )
+            partitions = [
+                response_cls.OffsetCommitResponsePartition(partition_index=p.partition_index)
+                for p in topic.partitions
+            ]
+            topics.append(
+                response_cls.OffsetCommitResponseTopic(name=topic.name, partitions=partitions)
+            )
+        return response_cls(topics=topics)
+
+    def _offset_fetch(self, header: m.RequestHeader, request: m.OffsetFetchRequest) -> Any:
+        """Committed offsets (-1: none); v8+ asks for several groups at once."""
+        response_cls = m.OffsetFetchResponse
+        if header.request_api_version < 8:
+            topics = [
+                response_cls.OffsetFetchResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        response_cls.OffsetFetchResponsePartition(
+                            partition_index=index,
+                            committed_offset=self._committed.get(
+                                (request.group_id, topic.name, index), -1
+                            ),
+                            metadata="",
+                        )
+                        for index in topic.partition_indexes
+                    ],
+                )
+                for topic in request.topics or []
+            ]
+            return response_cls(topics=topics)
+        groups = []
+        for group in request.groups:
+            topics = [
+                response_cls.OffsetFetchResponseTopics(
+                    name=topic.name,
+                    partitions=[
+                        response_cls.OffsetFetchResponsePartitions(
+                            partition_index=index,
+                            committed_offset=self._committed.get(
+                                (group.group_id, topic.name, index), -1
+                            ),
+                            metadata="",
+                        )
+                        for index in topic.partition_indexes
+                    ],
+                )
+                for topic in group.topics or []
+            ]
+            groups.append(
+                response_cls.OffsetFetchResponseGroup(group_id=group.group_id, topics=topics)
+            )
+        return response_cls(groups=groups)
+
+    # --- transactions
+
+    def _add_partitions_to_txn(
+        self, header: m.RequestHeader, request: m.AddPartitionsToTxnRequest
+    ) -> Any:
+        response_cls = m.AddPartitionsToTxnResponse
+
+        def results(topics: list[Any]) -> list[Any]:
+            return [
+                response_cls.AddPartitionsToTxnTopicResult(
+                    name=topic.name,
+                    results_by_partition=[
+                        response_cls.AddPartitionsToTxnPartitionResult(partition_index=index)
+                        for index in topic.partitions
+                    ],
+                )
+                for topic in topics
+            ]
+
+        if header.request_api_version <= 3:
+            return response_cls(results_by_topic_v3_and_below=results(request.v3_and_below_topics))
+        return response_cls(
+            results_by_transaction=[
+                response_cls.AddPartitionsToTxnResult(
+                    transactional_id=txn.transactional_id, topic_results=results(txn.topics)
+                )
+                for txn in request.transactions
+            ]
+        )
+
+    def _end_txn(self, header: m.RequestHeader, request: Any) -> Any:
+        return m.EndTxnResponse()
+
+    # --- admin
+
+    def _create_topics(self, header: m.RequestHeader, request: m.CreateTopicsRequest) -> Any:
+        response_cls = m.CreateTopicsResponse
+        results = []
+        for topic in request.topics:
+            results.append(
+                response_cls.CreatableTopicResult(
+                    name=topic.name,
+                    topic_id=self._topic_id(topic.name),
+                    error_message=None,
+                    num_partitions=max(topic.num_partitions, 1),
+                    replication_factor=max(topic.replication_factor, 1),
+                )
+            )
+        return response_cls(topics=results)
+
+    def _delete_topics(self, header: m.RequestHeader, request: m.DeleteTopicsRequest) -> Any:
+        response_cls = m.DeleteTopicsResponse
+        if header.request_api_version < 6:
+            names = list(request.topic_names)
+        else:
+            by_id = {topic_id: name for name, topic_id in self._topic_ids.items()}
+            names = [t.name if t.name is not None else by_id[t.topic_id] for t in request.topics]
+        results = [
+            response_cls.DeletableTopicResult(
+                name=name, topic_id=self._topic_ids.pop(name, m.ZERO_UUID), error_message=None
+            )
+            for name in names
+        ]
+        return response_cls(responses=results)
+
+    def _describe_configs(self, header: m.RequestHeader, request: m.DescribeConfigsRequest) -> Any:
+        response_cls = m.DescribeConfigsResponse
+        defaults = {"cleanup.policy": "delete", "retention.ms": "604800000"}
+        results = []
+        for resource in request.resources:
+            names = resource.configuration_keys or list(defaults)
+            configs = [
+                response_cls.DescribeConfigsResourceResult(
+                    name=name,
+                    value=defaults.get(name),
+                    config_source=5,  # DEFAULT_CONFIG
+                )
+                for name in names
+            ]
+            results.append(
+                response_cls.DescribeConfigsResult(
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=configs,
+                )
+            )
+        return response_cls(results=results)
+
+    def _create_partitions(
+        self, header: m.RequestHeader, request: m.CreatePartitionsRequest
+    ) -> Any:
+        response_cls = m.CreatePartitionsResponse
+        results = [
+            response_cls.CreatePartitionsTopicResult(name=topic.name, error_message=None)
+            for topic in request.topics
+        ]
+        return response_cls(results=results)
+
+    def _list_groups(self, header: m.RequestHeader, request: Any) -> Any:
+        response_cls = m.ListGroupsResponse
+        groups = [
+            response_cls.ListedGroup(
+                group_id=group, protocol_type="consumer", group_state="Empty", group_type="classic"
+            )
+            for group in sorted(self._groups)
+        ]
+        return response_cls(groups=groups)
+
+    def _describe_cluster(self, header: m.RequestHeader, request: Any) -> Any:
+        response_cls = m.DescribeClusterResponse
+        broker = response_cls.DescribeClusterBroker(broker_id=0, host=LOOPBACK, port=self.port)
+        return response_cls(
+            error_message=None, cluster_id=self.CLUSTER_ID, controller_id=0, brokers=[broker]
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -580,6 +836,10 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CLIENT_TIMEOUT_S = 20.0
 MAX_FRAMES_PER_API_VERSION = 3  # per scenario; Produce frames are always all kept
 
+Headers = list[tuple[str, bytes | None]]
+#: A record as a client hands it back: (offset, key, value, headers, timestamp).
+Consumed = tuple[int, bytes | None, bytes | None, Headers, int]
+
 
 def sample_records(tag: str, null_header_value: bool = False) -> list[dict[str, Any]]:
     """Short, compressible records with keys, headers and explicit timestamps.
@@ -587,7 +847,7 @@ def sample_records(tag: str, null_header_value: bool = False) -> list[dict[str, 
     Values repeat a phrase so every codec actually shrinks them (librdkafka sends a batch
     uncompressed when compression does not help). Text is UTF-8, stored as such in the manifest.
     """
-    last_headers = [["empty", ""]]
+    last_headers: list[list[str | None]] = [["empty", ""]]
     if null_header_value:
         last_headers.append(["null-value", None])
     return [
@@ -612,46 +872,53 @@ def sample_records(tag: str, null_header_value: bool = False) -> list[dict[str, 
     ]
 
 
-def _utf8(text: str | None) -> bytes | None:
+def utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
 
 
-def _headers(record: dict[str, Any]) -> list[tuple[str, bytes | None]]:
-    return [(name, _utf8(value)) for name, value in record["headers"]]
+def record_headers(record: dict[str, Any]) -> Headers:
+    return [(name, utf8(value)) for name, value in record["headers"]]
 
 
-def odradek_batch(records: list[dict[str, Any]], codec: str) -> bytes:
-    """A batch built by Odradek's RecordBatchBuilder holding `records`."""
-    rows = [(r["timestamp"], _utf8(r["key"]), _utf8(r["value"]), _headers(r)) for r in records]
-    return build_batch(rows, compression=Compression[codec.upper()])
+def expected_consumed(records: list[dict[str, Any]]) -> list[Consumed]:
+    """What a consumer should hand back for `records` served from offset 0."""
+    return [
+        (offset, utf8(r["key"]), utf8(r["value"]), record_headers(r), r["timestamp"])
+        for offset, r in enumerate(records)
+    ]
+
+
+def odradek_batch(records: list[dict[str, Any]], codec: str, base_offset: int = 0) -> bytes:
+    """One batch holding `records`, built by Odradek's RecordBatchBuilder with `codec`."""
+    builder = RecordBatchBuilder(base_offset=base_offset, compression=Compression[codec.upper()])
+    for r in records:
+        builder.append(r["timestamp"], utf8(r["key"]), utf8(r["value"]), record_headers(r))
+    return builder.build()
 
 
 @dataclass
 class Scenario:
     client: str  # output directory name
     name: str
-    settings: dict[str, Any]
+    kind: str  # "produce", "consume" (records served by the peer) or "metadata"
+    settings: dict[str, Any]  # what was passed to the client (client.id/bootstrap aside)
     topic: str
-    run: Callable[[CapturePeer, Scenario], None]
+    run: Callable[[str, Scenario], None]  # (peer address, scenario)
     compression: str | None = None  # codec of produced batches
-    records: list[dict[str, Any]] | None = None  # what is produced, or served for consuming
+    records: list[dict[str, Any]] | None = None  # produced, or served for consuming
     idempotent: bool = False
+    transactional: bool = False
     # Filled while running.
     started_ms: int = 0
     finished_ms: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def client_id(self) -> str:
         return f"vectors-{self.client}-{self.name}"
 
 
-def _check_consumed(scenario: Scenario, got: list[tuple[Any, ...]]) -> None:
-    """Raise unless `got` (key, value, headers, timestamp) equals the served records."""
-    expected = [
-        (_utf8(r["key"]), _utf8(r["value"]), _headers(r), r["timestamp"])
-        for r in scenario.records or []
-    ]
+def _check_consumed(scenario: Scenario, got: list[Consumed]) -> None:
+    expected = expected_consumed(scenario.records or [])
     if got != expected:
         raise AssertionError(f"{scenario.client_id} consumed {got!r}, expected {expected!r}")
 
@@ -664,49 +931,55 @@ def confluent_versions() -> dict[str, str]:
 
     return {
         "client": "confluent-kafka",
-        "client_version": confluent_kafka.version()[0],
+        "client_version": importlib.metadata.version("confluent-kafka"),
         "library": f"librdkafka {confluent_kafka.libversion()[0]}",
     }
 
 
-def run_confluent_produce(peer: CapturePeer, scenario: Scenario) -> None:
+def run_confluent_produce(address: str, scenario: Scenario) -> None:
     import confluent_kafka
 
-    config = {"bootstrap.servers": peer.address, "client.id": scenario.client_id}
+    config = {"bootstrap.servers": address, "client.id": scenario.client_id}
     config.update(scenario.settings)
     producer = confluent_kafka.Producer(config)
     metadata = producer.list_topics(scenario.topic, timeout=CLIENT_TIMEOUT_S)
     assert scenario.topic in metadata.topics
+    if scenario.transactional:
+        producer.init_transactions(CLIENT_TIMEOUT_S)
+        producer.begin_transaction()
     errors: list[Any] = []
     for record in scenario.records or []:
         producer.produce(
             scenario.topic,
-            key=_utf8(record["key"]),
-            value=_utf8(record["value"]),
-            headers=_headers(record),
+            key=utf8(record["key"]),
+            value=utf8(record["value"]),
+            headers=record_headers(record),
             timestamp=record["timestamp"],
             partition=0,
             on_delivery=lambda err, _msg: err and errors.append(err),
         )
+    if scenario.transactional:
+        producer.commit_transaction(CLIENT_TIMEOUT_S)
     remaining = producer.flush(CLIENT_TIMEOUT_S)
     if remaining or errors:
         raise RuntimeError(f"confluent produce: {remaining} undelivered, errors {errors}")
 
 
-def confluent_consume(address: str, topic: str, count: int, client_id: str, timeout: float):
-    """Assign partition 0 at offset 0 and poll `count` messages; (key, value, headers, ts)."""
+def confluent_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
+    """Assign partition 0 at offset 0 and poll up to `count` messages within `timeout`."""
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": address,
             "client.id": client_id,
-            "group.id": client_id,
+            "group.id": client_id,  # required by librdkafka, unused with assign()
             "enable.auto.commit": False,
-            "enable.partition.eof": False,
         }
     )
-    got = []
+    got: list[Consumed] = []
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout
@@ -716,49 +989,82 @@ def confluent_consume(address: str, topic: str, count: int, client_id: str, time
                 continue
             if message.error():
                 raise RuntimeError(f"confluent consume: {message.error()}")
+            headers = [(name, value) for name, value in message.headers() or []]
             got.append(
-                (message.key(), message.value(), message.headers() or [], message.timestamp()[1])
+                (message.offset(), message.key(), message.value(), headers, message.timestamp()[1])
             )
     finally:
         consumer.close()
     return got
 
 
-def run_confluent_consume(peer: CapturePeer, scenario: Scenario) -> None:
-    got = confluent_consume(
-        peer.address, scenario.topic, len(scenario.records or []), scenario.client_id, 20
+def confluent_group_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
+    """Subscribe in group `client_id` from the earliest offset, poll, commit, leave."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": address,
+            "client.id": client_id,
+            "group.id": client_id,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
     )
-    _check_consumed(scenario, got)
+    got: list[Consumed] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                raise RuntimeError(f"confluent consume: {message.error()}")
+            headers = [(name, value) for name, value in message.headers() or []]
+            got.append(
+                (message.offset(), message.key(), message.value(), headers, message.timestamp()[1])
+            )
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
 
 
 # --- kafka-python -------------------------------------------------------------------------------
 
 
 def kafka_python_versions() -> dict[str, str]:
-    import kafka
+    version = importlib.metadata.version("kafka-python")
+    return {"client": "kafka-python", "client_version": version, "library": "pure Python"}
 
-    return {"client": "kafka-python", "client_version": kafka.__version__, "library": "pure Python"}
 
-
-def run_kafka_python_produce(peer: CapturePeer, scenario: Scenario) -> None:
+def run_kafka_python_produce(address: str, scenario: Scenario) -> None:
     import kafka
 
     producer = kafka.KafkaProducer(
-        bootstrap_servers=peer.address, client_id=scenario.client_id, **scenario.settings
+        bootstrap_servers=address, client_id=scenario.client_id, **scenario.settings
     )
     try:
         assert producer.partitions_for(scenario.topic) == {0}
+        if scenario.transactional:
+            producer.init_transactions()
+            producer.begin_transaction()
         futures = [
             producer.send(
                 scenario.topic,
-                key=_utf8(record["key"]),
-                value=_utf8(record["value"]),
-                headers=_headers(record),
+                key=utf8(record["key"]),
+                value=utf8(record["value"]),
+                headers=record_headers(record),
                 timestamp_ms=record["timestamp"],
                 partition=0,
             )
             for record in scenario.records or []
         ]
+        if scenario.transactional:
+            producer.commit_transaction()
         producer.flush(CLIENT_TIMEOUT_S)
         for future in futures:
             future.get(CLIENT_TIMEOUT_S)
@@ -766,95 +1072,159 @@ def run_kafka_python_produce(peer: CapturePeer, scenario: Scenario) -> None:
         producer.close(CLIENT_TIMEOUT_S)
 
 
-def kafka_python_consume(address: str, topic: str, count: int, client_id: str, timeout: float):
+def kafka_python_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
     import kafka
 
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=address, client_id=client_id, group_id=None, enable_auto_commit=False
     )
     partition = kafka.TopicPartition(topic, 0)
-    got = []
+    got: list[Consumed] = []
     try:
         consumer.assign([partition])
         consumer.seek(partition, 0)
         deadline = time.monotonic() + timeout
         while len(got) < count and time.monotonic() < deadline:
             for message in consumer.poll(timeout_ms=200).get(partition, []):
-                got.append((message.key, message.value, list(message.headers), message.timestamp))
+                headers = [(name, value) for name, value in message.headers]
+                got.append((message.offset, message.key, message.value, headers, message.timestamp))
     finally:
         consumer.close()
     return got
 
 
-def run_kafka_python_consume(peer: CapturePeer, scenario: Scenario) -> None:
-    got = kafka_python_consume(
-        peer.address, scenario.topic, len(scenario.records or []), scenario.client_id, 20
+def kafka_python_group_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
+    import kafka
+
+    consumer = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=address,
+        client_id=client_id,
+        group_id=client_id,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
     )
-    _check_consumed(scenario, got)
+    got: list[Consumed] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            for messages in consumer.poll(timeout_ms=200).values():
+                for message in messages:
+                    headers = [(name, value) for name, value in message.headers]
+                    got.append(
+                        (message.offset, message.key, message.value, headers, message.timestamp)
+                    )
+        consumer.commit()
+    finally:
+        consumer.close()
+    return got
 
 
 # --- aiokafka -------------------------------------------------------------------------------------
 
 
 def aiokafka_versions() -> dict[str, str]:
-    import aiokafka
+    version = importlib.metadata.version("aiokafka")
+    return {"client": "aiokafka", "client_version": version, "library": "asyncio"}
 
-    return {"client": "aiokafka", "client_version": aiokafka.__version__, "library": "asyncio"}
 
-
-def run_aiokafka_produce(peer: CapturePeer, scenario: Scenario) -> None:
+def run_aiokafka_produce(address: str, scenario: Scenario) -> None:
     import aiokafka
 
     async def produce() -> None:
         producer = aiokafka.AIOKafkaProducer(
-            bootstrap_servers=peer.address, client_id=scenario.client_id, **scenario.settings
+            bootstrap_servers=address, client_id=scenario.client_id, **scenario.settings
         )
         await producer.start()
         try:
             assert await producer.partitions_for(scenario.topic) == {0}
+            if scenario.transactional:
+                await producer.begin_transaction()
             batch = producer.create_batch()
             for record in scenario.records or []:
                 appended = batch.append(
-                    key=_utf8(record["key"]),
-                    value=_utf8(record["value"]),
+                    key=utf8(record["key"]),
+                    value=utf8(record["value"]),
                     timestamp=record["timestamp"],
-                    headers=_headers(record),
+                    headers=record_headers(record),
                 )
                 assert appended is not None
             batch.close()
-            future = await producer.send_batch(batch, scenario.topic, partition=0)
-            await asyncio.wait_for(future, CLIENT_TIMEOUT_S)
+            delivered = await producer.send_batch(batch, scenario.topic, partition=0)
+            await delivered
+            if scenario.transactional:
+                await producer.commit_transaction()
         finally:
             await producer.stop()
 
-    asyncio.run(asyncio.wait_for(produce(), CLIENT_TIMEOUT_S * 2))
+    asyncio.run(asyncio.wait_for(produce(), CLIENT_TIMEOUT_S))
 
 
-def run_aiokafka_consume(peer: CapturePeer, scenario: Scenario) -> None:
+def aiokafka_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
     import aiokafka
 
-    count = len(scenario.records or [])
-
-    async def consume() -> list[tuple[Any, ...]]:
+    async def consume() -> list[Consumed]:
         consumer = aiokafka.AIOKafkaConsumer(
-            bootstrap_servers=peer.address, client_id=scenario.client_id, enable_auto_commit=False
+            bootstrap_servers=address, client_id=client_id, enable_auto_commit=False
         )
         await consumer.start()
-        partition = aiokafka.TopicPartition(scenario.topic, 0)
-        got = []
+        partition = aiokafka.TopicPartition(topic, 0)
+        got: list[Consumed] = []
         try:
             consumer.assign([partition])
             consumer.seek(partition, 0)
-            while len(got) < count:
+            deadline = time.monotonic() + timeout
+            while len(got) < count and time.monotonic() < deadline:
                 batches = await consumer.getmany(partition, timeout_ms=200)
                 for message in batches.get(partition, []):
                     headers = [(name, value) for name, value in message.headers]
-                    got.append((message.key, message.value, headers, message.timestamp))
+                    got.append(
+                        (message.offset, message.key, message.value, headers, message.timestamp)
+                    )
         finally:
             await consumer.stop()
         return got
 
-    _check_consumed(scenario, asyncio.run(asyncio.wait_for(consume(), CLIENT_TIMEOUT_S)))
+    return asyncio.run(asyncio.wait_for(consume(), timeout + CLIENT_TIMEOUT_S))
+
+
+def aiokafka_group_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
+    import aiokafka
+
+    async def consume() -> list[Consumed]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=address,
+            client_id=client_id,
+            group_id=client_id,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        got: list[Consumed] = []
+        try:
+            deadline = time.monotonic() + timeout
+            while len(got) < count and time.monotonic() < deadline:
+                for messages in (await consumer.getmany(timeout_ms=200)).values():
+                    for message in messages:
+                        headers = [(name, value) for name, value in message.headers]
+                        got.append(
+                            (message.offset, message.key, message.value, headers, message.timestamp)
+                        )
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    return asyncio.run(asyncio.wait_for(consume(), timeout + CLIENT_TIMEOUT_S))
 
 
 # --- kcat ---------------------------------------------------------------------------------------
@@ -864,7 +1234,9 @@ KCAT_HEADERS = [["trace-id", "kcat"], ["source", "capture_frames"]]
 
 
 def kcat_versions() -> dict[str, str]:
-    banner = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10).stdout
+    banner = subprocess.run(
+        [KCAT, "-V"], check=True, capture_output=True, text=True, timeout=10
+    ).stdout
     version = re.search(r"Version (\S+)", banner)
     library = re.search(r"librdkafka (\S+)", banner)
     return {
@@ -876,150 +1248,265 @@ def kcat_versions() -> dict[str, str]:
 
 def kcat_records(tag: str) -> list[dict[str, Any]]:
     """kcat sets no timestamps (the producer's clock: checked against the capture window), and
-    its -H headers apply to every message."""
+    its -H headers go on every message."""
+    values = ["kcat capture " * 8 + "#0", "kcat capture " * 8 + "#1", "grüße von kcat " * 6 + "#2"]
     return [
         {"key": f"key-{tag}-{i}", "value": value, "headers": KCAT_HEADERS, "timestamp": None}
-        for i, value in enumerate(
-            ["kcat capture " * 8 + "#0", "kcat capture " * 8 + "#1", "grüße von kcat " * 6 + "#2"]
-        )
+        for i, value in enumerate(values)
     ]
 
 
-def _kcat(peer: CapturePeer, scenario: Scenario, args: list[str], stdin: str = "") -> str:
-    command = [KCAT, "-b", peer.address, "-X", f"client.id={scenario.client_id}", *args]
+def _kcat(address: str, client_id: str, args: list[str], stdin: str = "", timeout: float = 20):
+    command = [KCAT, "-b", address, "-X", f"client.id={client_id}", *args]
     result = subprocess.run(
-        command, input=stdin, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S
+        command, check=False, input=stdin, capture_output=True, text=True, timeout=timeout
     )
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {result.stderr}")
     return result.stdout
 
 
-def run_kcat_produce(peer: CapturePeer, scenario: Scenario) -> None:
+def run_kcat_produce(address: str, scenario: Scenario) -> None:
     headers = [arg for name, value in KCAT_HEADERS for arg in ("-H", f"{name}={value}")]
     lines = "".join(f"{r['key']}:{r['value']}\n" for r in scenario.records or [])
-    _kcat(
-        peer,
-        scenario,
-        ["-P", "-t", scenario.topic, "-p", "0", "-K", ":", "-z", scenario.settings["-z"], *headers],
-        lines,
-    )
+    args = ["-P", "-t", scenario.topic, "-p", "0", "-K", ":", "-z", scenario.settings["-z"]]
+    _kcat(address, scenario.client_id, args + headers, lines)
 
 
-def run_kcat_metadata(peer: CapturePeer, scenario: Scenario) -> None:
-    listing = _kcat(peer, scenario, ["-L"])
+def run_kcat_metadata(address: str, scenario: Scenario) -> None:
+    listing = _kcat(address, scenario.client_id, ["-L"])
     if scenario.topic not in listing:
         raise AssertionError(f"kcat -L did not list {scenario.topic}: {listing}")
 
 
-def run_kcat_consume(peer: CapturePeer, scenario: Scenario) -> None:
-    count = len(scenario.records or [])
-    output = _kcat(
-        peer, scenario, ["-C", "-t", scenario.topic, "-p", "0", "-o", "beginning", "-e", "-J"]
-    )
-    messages = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    got = [(m_["key"], m_["payload"], m_.get("headers", []), m_["ts"]) for m_ in messages]
-    expected = [
-        (r["key"], r["value"], [x for h in r["headers"] for x in h], r["timestamp"])
-        for r in scenario.records or []
+def kcat_consume(
+    address: str, topic: str, count: int, client_id: str, timeout: float
+) -> list[Consumed]:
+    """`kcat -C -J` from the beginning to the end of partition 0 (kcat prints text: the
+    records must be UTF-8)."""
+    args = ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-c", str(count), "-J"]
+    output = _kcat(address, client_id, args, timeout=timeout)
+    got: list[Consumed] = []
+    for line in output.splitlines():
+        message = json.loads(line)
+        flat = message.get("headers") or []
+        headers = [(flat[i], utf8(flat[i + 1])) for i in range(0, len(flat), 2)]
+        key, value = utf8(message["key"]), utf8(message["payload"])
+        got.append((message["offset"], key, value, headers, message["ts"]))
+    return got
+
+
+# --- admin clients --------------------------------------------------------------------------------
+
+ADMIN_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "60000"}
+
+
+def run_confluent_admin(address: str, scenario: Scenario) -> None:
+    from confluent_kafka import admin
+
+    client = admin.AdminClient({"bootstrap.servers": address, "client.id": scenario.client_id})
+    topic, timeout = scenario.topic, CLIENT_TIMEOUT_S
+    new_topic = admin.NewTopic(topic, num_partitions=3, replication_factor=1, config=ADMIN_CONFIGS)
+    for future in client.create_topics([new_topic]).values():
+        future.result(timeout)
+    for future in client.create_partitions([admin.NewPartitions(topic, 4)]).values():
+        future.result(timeout)
+    resource = admin.ConfigResource(admin.ResourceType.TOPIC, topic)
+    for future in client.describe_configs([resource]).values():
+        assert future.result(timeout)["cleanup.policy"].value == "delete"
+    client.list_consumer_groups().result(timeout)
+    assert client.describe_cluster().result(timeout).controller.id == 0
+    for future in client.delete_topics([topic]).values():
+        future.result(timeout)
+
+
+def run_kafka_python_admin(address: str, scenario: Scenario) -> None:
+    from kafka import admin
+
+    client = admin.KafkaAdminClient(bootstrap_servers=address, client_id=scenario.client_id)
+    topic = scenario.topic
+    try:
+        client.create_topics([admin.NewTopic(topic, 3, 1, topic_configs=ADMIN_CONFIGS)])
+        client.create_partitions({topic: admin.NewPartitions(4)})
+        client.describe_configs([admin.ConfigResource(admin.ConfigResourceType.TOPIC, topic)])
+        client.list_groups()
+        assert client.describe_cluster()["controller_id"] == 0
+        client.delete_topics([topic])
+    finally:
+        client.close()
+
+
+def run_aiokafka_admin(address: str, scenario: Scenario) -> None:
+    from aiokafka import admin
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async def administer() -> None:
+        client = admin.AIOKafkaAdminClient(bootstrap_servers=address, client_id=scenario.client_id)
+        await client.start()
+        topic = scenario.topic
+        try:
+            await client.create_topics([admin.NewTopic(topic, 3, 1, topic_configs=ADMIN_CONFIGS)])
+            await client.create_partitions({topic: admin.NewPartitions(4)})
+            resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+            await client.describe_configs([resource])
+            await client.list_consumer_groups()
+            assert (await client.describe_cluster())["controller_id"] == 0
+            await client.delete_topics([topic])
+        finally:
+            await client.close()
+
+    asyncio.run(asyncio.wait_for(administer(), CLIENT_TIMEOUT_S))
+
+
+ADMINS: dict[str, Callable[[str, Scenario], None]] = {
+    "confluent-kafka": run_confluent_admin,
+    "kafka-python": run_kafka_python_admin,
+    "aiokafka": run_aiokafka_admin,
+}
+
+
+def _admin_scenario(client: str) -> Scenario:
+    operations = [
+        "create_topics(3 partitions, rf 1, configs)",
+        "create_partitions(4)",
+        "describe_configs(topic)",
+        "list_consumer_groups",
+        "describe_cluster",
+        "delete_topics",
     ]
-    if len(got) != count or got != expected:
-        raise AssertionError(f"kcat consumed {got!r}, expected {expected!r}")
+    settings = {"operations": operations, "configs": ADMIN_CONFIGS}
+    return Scenario(client, "admin", "admin", settings, f"vectors-{client}-admin", ADMINS[client])
 
 
 # --- the scenario list ----------------------------------------------------------------------------
 
+#: client -> f(address, topic, count, client_id, timeout): consume partition 0 from offset 0
+CONSUMERS: dict[str, Callable[[str, str, int, str, float], list[Consumed]]] = {
+    "confluent-kafka": confluent_consume,
+    "kafka-python": kafka_python_consume,
+    "aiokafka": aiokafka_consume,
+    "kcat": kcat_consume,
+}
 
-def scenarios() -> dict[str, tuple[Callable[[], dict[str, str]], list[Scenario]]]:
-    """client -> (version probe, scenarios)."""
-    confluent = [
+
+#: the same, subscribed in a consumer group named after the client id (classic protocol)
+GROUP_CONSUMERS: dict[str, Callable[[str, str, int, str, float], list[Consumed]]] = {
+    "confluent-kafka": confluent_group_consume,
+    "kafka-python": kafka_python_group_consume,
+    "aiokafka": aiokafka_group_consume,
+}
+
+
+def run_consume(address: str, scenario: Scenario) -> None:
+    consumers = GROUP_CONSUMERS if scenario.settings.get("group") else CONSUMERS
+    consume = consumers[scenario.client]
+    count = len(scenario.records or [])
+    got = consume(address, scenario.topic, count, scenario.client_id, CLIENT_TIMEOUT_S)
+    _check_consumed(scenario, got)
+
+
+def _consume_scenarios(client: str, settings: dict[str, Any]) -> list[Scenario]:
+    """Assigned partition 0 from offset 0; and, where the client has one here, the group
+    consumer (subscribe, earliest, commit, leave)."""
+    runs = [
         Scenario(
+            client,
+            "consume",
+            "consume",
+            settings,
+            f"vectors-{client}-consume",
+            run_consume,
+            records=sample_records(f"{client}-consume"),
+        )
+    ]
+    if client in GROUP_CONSUMERS:
+        runs.append(
+            Scenario(
+                client,
+                "group-consume",
+                "consume",
+                {
+                    "group": "<client id>",
+                    "subscribe": True,
+                    "offset_reset": "earliest",
+                    "auto_commit": False,
+                    "commit": "sync after polling",
+                },
+                f"vectors-{client}-group-consume",
+                run_consume,
+                records=sample_records(f"{client}-group"),
+            )
+        )
+    return runs
+
+
+def _confluent_scenarios() -> list[Scenario]:
+    def produce(name: str, codec: str, extra: dict[str, Any], idempotent: bool) -> Scenario:
+        return Scenario(
             "confluent-kafka",
-            f"produce-{codec}",
-            {"compression.type": codec, "linger.ms": 50, "acks": "all"},
-            f"vectors-confluent-{codec}",
+            name,
+            "produce",
+            {"compression.type": codec, "linger.ms": 50, **extra},
+            f"vectors-confluent-{name}",
             run_confluent_produce,
             compression=codec,
-            records=sample_records(f"confluent-{codec}", null_header_value=True),
+            records=sample_records(f"confluent-{name}", null_header_value=True),
+            idempotent=idempotent,
         )
-        for codec in CODECS
-    ]
-    confluent.append(
-        Scenario(
-            "confluent-kafka",
-            "produce-idempotent",
-            {"compression.type": "none", "linger.ms": 50, "enable.idempotence": True},
-            "vectors-confluent-idempotent",
-            run_confluent_produce,
-            compression="none",
-            records=sample_records("confluent-idempotent", null_header_value=True),
-            idempotent=True,
-        )
-    )
-    confluent.append(
-        Scenario(
-            "confluent-kafka",
-            "consume",
-            {"group.id": "<client id>", "enable.auto.commit": False, "assign": "p0@0"},
-            "vectors-confluent-consume",
-            run_confluent_consume,
-            records=sample_records("confluent-consume"),
-        )
-    )
 
-    def python_producers(client: str, run: Callable, idempotence_key: str) -> list[Scenario]:
-        produced = [
-            Scenario(
-                client,
-                f"produce-{codec}",
-                {"compression_type": None if codec == "none" else codec, "linger_ms": 50},
-                f"vectors-{client}-{codec}",
-                run,
-                compression=codec,
-                records=sample_records(f"{client}-{codec}"),
-            )
-            for codec in CODECS
-        ]
-        produced.append(
-            Scenario(
-                client,
-                "produce-idempotent",
-                {"compression_type": None, "linger_ms": 50, idempotence_key: True},
-                f"vectors-{client}-idempotent",
-                run,
-                compression="none",
-                records=sample_records(f"{client}-idempotent"),
-                idempotent=True,
-            )
-        )
-        return produced
+    runs = [produce(f"produce-{c}", c, {"enable.idempotence": False}, False) for c in CODECS]
+    runs.append(produce("produce-idempotent", "none", {"enable.idempotence": True}, True))
+    transactional = produce(
+        "produce-transactional", "gzip", {"transactional.id": "vectors-confluent-txn"}, True
+    )
+    transactional.transactional = True
+    runs.append(transactional)
+    runs += _consume_scenarios("confluent-kafka", {"group.id": "<client id>", "assign": "0@0"})
+    runs.append(_admin_scenario("confluent-kafka"))
+    return runs
 
-    kafka_python = python_producers("kafka-python", run_kafka_python_produce, "enable_idempotence")
-    kafka_python.append(
-        Scenario(
-            "kafka-python",
-            "consume",
-            {"group_id": None, "assign": "p0", "seek": 0},
-            "vectors-kafka-python-consume",
-            run_kafka_python_consume,
-            records=sample_records("kafka-python-consume"),
+
+def _python_scenarios(client: str, run: Callable[[str, Scenario], None], default_idempotent: bool):
+    """kafka-python and aiokafka: each codec with the client's default idempotence (kafka-python
+    3: on, aiokafka: off), once with the other setting, then a consumer."""
+
+    def produce(name: str, codec: str, idempotent: bool, **extra: Any) -> Scenario:
+        settings = {
+            "compression_type": None if codec == "none" else codec,
+            "linger_ms": 50,
+            "enable_idempotence": idempotent,
+            **extra,
+        }
+        return Scenario(
+            client,
+            name,
+            "produce",
+            settings,
+            f"vectors-{client}-{name}",
+            run,
+            compression=codec,
+            records=sample_records(f"{client}-{name}"),
+            idempotent=idempotent,
+            transactional="transactional_id" in extra,
         )
+
+    runs = [produce(f"produce-{codec}", codec, default_idempotent) for codec in CODECS]
+    other = "produce-idempotent" if not default_idempotent else "produce-not-idempotent"
+    runs.append(produce(other, "none", not default_idempotent))
+    runs.append(
+        produce("produce-transactional", "gzip", True, transactional_id=f"vectors-{client}-txn")
     )
-    aio = python_producers("aiokafka", run_aiokafka_produce, "enable_idempotence")
-    aio.append(
-        Scenario(
-            "aiokafka",
-            "consume",
-            {"group_id": None, "assign": "p0", "seek": 0},
-            "vectors-aiokafka-consume",
-            run_aiokafka_consume,
-            records=sample_records("aiokafka-consume"),
-        )
-    )
-    kcat = [
+    runs += _consume_scenarios(client, {"group_id": None, "assign": "p0", "seek": 0})
+    runs.append(_admin_scenario(client))
+    return runs
+
+
+def _kcat_scenarios() -> list[Scenario]:
+    runs = [
         Scenario(
             "kcat",
             f"produce-{codec}",
+            "produce",
             {"-z": codec, "-K": ":", "-H": KCAT_HEADERS},
             f"vectors-kcat-{codec}",
             run_kcat_produce,
@@ -1028,59 +1515,59 @@ def scenarios() -> dict[str, tuple[Callable[[], dict[str, str]], list[Scenario]]
         )
         for codec in CODECS
     ]
-    kcat.append(Scenario("kcat", "metadata", {"-L": True}, "vectors-kcat-metadata", run_kcat_metadata))
-    kcat.append(
+    runs.append(
         Scenario(
-            "kcat",
-            "consume",
-            {"-C": True, "-o": "beginning", "-e": True, "-J": True},
-            "vectors-kcat-consume",
-            run_kcat_consume,
-            records=sample_records("kcat-consume"),
+            "kcat", "metadata", "metadata", {"-L": True}, "vectors-kcat-meta", run_kcat_metadata
         )
     )
+    runs += _consume_scenarios("kcat", {"-C": True, "-o": "beginning", "-e": True, "-J": True})
+    return runs
+
+
+def scenarios() -> dict[str, tuple[Callable[[], dict[str, str]], list[Scenario]]]:
+    """client -> (version probe, scenarios)."""
     return {
-        "confluent-kafka": (confluent_versions, confluent),
-        "kafka-python": (kafka_python_versions, kafka_python),
-        "aiokafka": (aiokafka_versions, aio),
-        "kcat": (kcat_versions, kcat),
+        "confluent-kafka": (confluent_versions, _confluent_scenarios()),
+        "kafka-python": (
+            kafka_python_versions,
+            _python_scenarios("kafka-python", run_kafka_python_produce, default_idempotent=True),
+        ),
+        "aiokafka": (
+            aiokafka_versions,
+            _python_scenarios("aiokafka", run_aiokafka_produce, default_idempotent=False),
+        ),
+        "kcat": (kcat_versions, _kcat_scenarios()),
     }
 
 
 def run_scenario(scenario: Scenario) -> list[CapturedFrame]:
     """Run one scenario against a fresh peer; the frames it sent, in arrival order."""
     with CapturePeer([scenario.topic]) as peer:
-        if scenario.run in (
-            run_confluent_consume,
-            run_kafka_python_consume,
-            run_aiokafka_consume,
-            run_kcat_consume,
-        ):
+        if scenario.kind == "consume":
             peer.serve_records(scenario.topic, 0, odradek_batch(scenario.records or [], "none"))
         scenario.started_ms = int(time.time() * 1000)
         try:
-            scenario.run(peer, scenario)
+            scenario.run(peer.address, scenario)
         except Exception as exc:
             raise RuntimeError(f"{scenario.client_id} failed; peer errors {peer.errors}") from exc
         scenario.finished_ms = int(time.time() * 1000)
-        frames = peer.frames()
     if peer.errors:
         raise RuntimeError(f"{scenario.client_id}: peer errors {peer.errors}")
-    return frames
+    return peer.frames()
 
 
 def select_frames(frames: list[CapturedFrame]) -> list[CapturedFrame]:
-    """Drop repeats: identical bodies of one api/version (polls), and more than a few of each
-    api/version; Produce frames are all kept (they carry the records)."""
+    """Drop repeats: identical bodies of one api/version (polls, the same request on each
+    connection), and more than a few of each api/version; Produce frames are all kept."""
     kept: list[CapturedFrame] = []
     seen_bodies: set[tuple[int, int, bytes]] = set()
     per_api: dict[tuple[int, int], int] = {}
     for frame in frames:
         body_key = (frame.api_key, frame.api_version, frame.frame[8:])  # after correlation id
         api = (frame.api_key, frame.api_version)
-        if frame.api_key != 0:
-            if body_key in seen_bodies or per_api.get(api, 0) >= MAX_FRAMES_PER_API_VERSION:
-                continue
+        repeated = body_key in seen_bodies or per_api.get(api, 0) >= MAX_FRAMES_PER_API_VERSION
+        if frame.api_key != 0 and repeated:
+            continue
         seen_bodies.add(body_key)
         per_api[api] = per_api.get(api, 0) + 1
         kept.append(frame)
@@ -1088,20 +1575,17 @@ def select_frames(frames: list[CapturedFrame]) -> list[CapturedFrame]:
 
 
 def _scenario_manifest(scenario: Scenario) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+    return {
+        "kind": scenario.kind,
         "settings": scenario.settings,
         "client_id": scenario.client_id,
         "topic": scenario.topic,
         "compression": scenario.compression,
         "idempotent": scenario.idempotent,
+        "transactional": scenario.transactional,
         "records": scenario.records,
         "capture_window_ms": [scenario.started_ms, scenario.finished_ms],
     }
-    if scenario.compression is not None:
-        entry["kind"] = "produce"
-    else:  # consume: the records were served by the peer, built by Odradek
-        entry["kind"] = "consume" if scenario.records else "metadata"
-    return entry
 
 
 def capture_client(out: Path, client: str, versions: dict[str, str], runs: list[Scenario]) -> int:

@@ -7,9 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from storage_helpers import FakeClock, append_many, headers_of, make_batch, read_all
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import BatchHeader, Compression, TimestampType, iter_batches, verify_crc
+from odradek.protocol.records import (
+    BatchHeader,
+    Compression,
+    TimestampType,
+    iter_batches,
+    verify_crc,
+)
 from odradek.storage import Log
 from odradek.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -18,8 +25,6 @@ from odradek.storage.log import (
     MAX_TIMESTAMP,
 )
 from odradek.storage.validator import UnexpectedAppendOffsetError
-
-from storage_helpers import FakeClock, append_many, headers_of, make_batch, read_all
 
 MakeLog = Callable[..., Log]
 
@@ -141,17 +146,17 @@ def test_offset_for_timestamp_and_special_timestamps(make_log: MakeLog) -> None:
     assert (result.offset, result.timestamp, result.leader_epoch) == (32, base + 1020, 1)
     assert log.fetch_offset_by_timestamp(0).offset == 0
     assert log.fetch_offset_by_timestamp(base + 10**9) is None
-    assert log.fetch_offset_by_timestamp(LATEST_TIMESTAMP) == (-1, 150, 4)
-    assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP) == (-1, 0, 0)
-    assert log.fetch_offset_by_timestamp(EARLIEST_LOCAL_TIMESTAMP) == (-1, 0, 0)
-    assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (base + 4920, 149, 4)
+    assert log.fetch_offset_by_timestamp(LATEST_TIMESTAMP) == (150, -1, 4)
+    assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP) == (0, -1, 0)
+    assert log.fetch_offset_by_timestamp(EARLIEST_LOCAL_TIMESTAMP) == (0, -1, 0)
+    assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (149, base + 4920, 4)
 
 
 def test_max_timestamp_finds_the_record_not_the_batch(make_log: MakeLog) -> None:
     log = make_log()
     log.append_as_leader(make_batch(4, timestamps=[10, 50, 20, 30]), 0)
     log.append_as_leader(make_batch(2, timestamps=[40, 45]), 0)
-    assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (50, 1, 0)
+    assert log.fetch_offset_by_timestamp(MAX_TIMESTAMP) == (1, 50, 0)
     assert log.fetch_offset_by_timestamp(25).offset == 1  # first record with ts >= 25
 
 
@@ -164,7 +169,7 @@ def test_log_append_time_patches_max_timestamp(make_log: MakeLog, clock: FakeClo
     assert header.timestamp_type == TimestampType.LOG_APPEND_TIME
     assert header.max_timestamp == clock.now
     verify_crc(data, 0, header)  # CRC recomputed after the patch
-    assert log.fetch_offset_by_timestamp(clock.now) == (clock.now, 0, 0)
+    assert log.fetch_offset_by_timestamp(clock.now) == (0, clock.now, 0)
 
 
 def test_compressed_batches_are_stored_as_is(make_log: MakeLog) -> None:
@@ -399,7 +404,7 @@ def test_concurrent_readers_never_see_partial_batches(make_log: MakeLog) -> None
                 for position, header in batches:
                     verify_crc(data, position, header)
                 reads[0] += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(3)]

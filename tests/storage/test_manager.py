@@ -37,9 +37,8 @@ def test_new_logs_go_to_the_dir_with_fewest_partitions(tmp_path: Path,
 
 
 def test_second_manager_cannot_lock_the_same_dir(tmp_path: Path) -> None:
-    with LogManager([tmp_path], SMALL):
-        with pytest.raises(RuntimeError, match="in use"):
-            LogManager([tmp_path], SMALL)
+    with LogManager([tmp_path], SMALL), pytest.raises(RuntimeError, match="in use"):
+        LogManager([tmp_path], SMALL)
 
 
 def test_close_writes_checkpoints_and_clean_marker(tmp_path: Path, clock: FakeClock) -> None:

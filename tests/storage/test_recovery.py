@@ -198,7 +198,7 @@ def test_swap_file_replaces_the_segments_it_covers(log_path: Path, clock: FakeCl
     first_two = b"".join(f.read_bytes() for f in segment_files(log_path)[:2])
     (log_path / f"{bases[0]:020d}.log.swap").write_bytes(first_two)
     log = reopen(log_path, clock, clean=True)
-    assert [s.base_offset for s in log.segments] == [bases[0]] + bases[2:]
+    assert [s.base_offset for s in log.segments] == [bases[0], *bases[2:]]
     assert not any(p.name.endswith(".swap") for p in log_path.iterdir())
     check_log_consistency(log)
     assert log.log_end_offset == 120

@@ -21,7 +21,7 @@ import itertools
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from odradek.client.admin_types import (
     AlterConfigOp,
@@ -87,7 +87,8 @@ _LEADER_RETRY = _BROKER_RETRY | {
     ErrorCode.OFFSET_NOT_AVAILABLE,
 }
 
-_DESCRIBE_TOPIC_PARTITIONS_LIMIT = 2000
+#: DescribeTopicPartitions' default page size (Kafka's partitionSizeLimitPerResponse)
+DEFAULT_PARTITION_LIMIT = 2000
 
 
 @dataclasses.dataclass(slots=True)
@@ -125,7 +126,7 @@ class AdminClient:
     async def close(self) -> None:
         await self.cluster.close()
 
-    async def __aenter__(self) -> AdminClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -325,18 +326,21 @@ class AdminClient:
         topics: Iterable[str],
         *,
         include_configs: bool = False,
+        partition_limit: int = DEFAULT_PARTITION_LIMIT,
         timeout_ms: float | None = None,
         raise_errors: bool = True,
     ) -> dict[str, TopicDescription | KafkaError]:
         """Partitions (leader, replicas, ISR, ELR), topic id and, with `include_configs`, the
-        topic configs. Uses DescribeTopicPartitions (paged) when the broker has it, else
-        Metadata (then `elr`/`last_known_elr` are None)."""
+        topic configs. Uses DescribeTopicPartitions (at most `partition_limit` partitions per
+        response, paged) when the broker has it, else Metadata (then `elr`/`last_known_elr`
+        are None)."""
         wanted = {topic: topic for topic in topics}
 
         async def attempt(pending: dict[str, str], deadline: Deadline) -> dict:
             connection = await self.cluster.any_connection(deadline)
             if connection.supports(_DESCRIBE_TOPIC_PARTITIONS):
-                described = await self._describe_topic_partitions(connection, pending, deadline)
+                described = await self._describe_topic_partitions(connection, pending,
+                                                                  partition_limit, deadline)
             else:
                 described = await self._describe_topics_by_metadata(connection, pending, deadline)
             return {
@@ -358,11 +362,12 @@ class AdminClient:
         return _finish(results, raise_errors)
 
     async def _describe_topic_partitions(
-        self, connection: Connection, names: Iterable[str], deadline: Deadline
+        self, connection: Connection, names: Iterable[str], partition_limit: int,
+        deadline: Deadline,
     ) -> dict[str, TopicDescription | KafkaError]:
         request = m.DescribeTopicPartitionsRequest(
             topics=[m.DescribeTopicPartitionsRequest.TopicRequest(name=n) for n in sorted(names)],
-            response_partition_limit=_DESCRIBE_TOPIC_PARTITIONS_LIMIT,
+            response_partition_limit=partition_limit,
         )
         topics: dict[str, Any] = {}
         partitions: dict[str, list[Any]] = defaultdict(list)
@@ -464,13 +469,13 @@ class AdminClient:
     def _config_node(resource: ConfigResource) -> int | None:
         """Broker (and broker logger) configs are answered by that broker; the rest, and the
         cluster-wide broker default (empty name), by any broker."""
-        if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
-            if resource.name:
-                try:
-                    return int(resource.name)
-                except ValueError:
-                    raise ValueError(f"Invalid broker id in {resource}") from None
-        return None
+        per_broker = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)
+        if resource.type not in per_broker or not resource.name:
+            return None
+        try:
+            return int(resource.name)
+        except ValueError:
+            raise ValueError(f"Invalid broker id in {resource}") from None
 
     def _group_by_node(self, resources: Iterable[ConfigResource]) -> dict[int | None, list]:
         groups: dict[int | None, list[ConfigResource]] = defaultdict(list)
@@ -702,8 +707,7 @@ class AdminClient:
                 min_version = 7
             if OffsetSpec.EARLIEST_LOCAL_TIMESTAMP in timestamps:
                 min_version = 8
-            by_topic: dict[str, list[m.ListOffsetsRequest.ListOffsetsPartition]] = \
-                defaultdict(list)
+            by_topic: dict[str, list[Any]] = defaultdict(list)
             for tp in group:
                 by_topic[tp.topic].append(m.ListOffsetsRequest.ListOffsetsPartition(
                     partition_index=tp.partition, timestamp=wanted[tp]))
@@ -749,8 +753,7 @@ class AdminClient:
 
         async def send(leader: int, group: list[TopicPartition], deadline: Deadline) -> dict:
             connection = await self.cluster.connection(leader, deadline)
-            by_topic: dict[str, list[m.DeleteRecordsRequest.DeleteRecordsPartition]] = \
-                defaultdict(list)
+            by_topic: dict[str, list[Any]] = defaultdict(list)
             for tp in group:
                 by_topic[tp.topic].append(m.DeleteRecordsRequest.DeleteRecordsPartition(
                     partition_index=tp.partition, offset=wanted[tp]))
@@ -786,7 +789,7 @@ def _missing_result(key: Any) -> KafkaError:
     return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The response had no result for {key}")
 
 
-def _creatable_topic(topic: NewTopic) -> m.CreateTopicsRequest.CreatableTopic:
+def _creatable_topic(topic: NewTopic) -> Any:
     assignment = topic.replica_assignment
     request = m.CreateTopicsRequest
     return request.CreatableTopic(

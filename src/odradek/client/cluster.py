@@ -63,7 +63,7 @@ def _shared_task(registry: dict[Any, asyncio.Task[T]], key: Any,
     """Run `coroutine` as a task registered under `key` until it finishes, so concurrent
     callers can await the same work (each through `asyncio.shield`, so one caller's
     cancellation does not cancel it for the others)."""
-    task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
+    task: asyncio.Task[T] = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
     registry[key] = task
 
     def finished(done: asyncio.Task[T]) -> None:
@@ -176,10 +176,15 @@ class RetryState:
         await asyncio.sleep(delay_ms / 1000)
 
     def timeout_error(self, last_error: KafkaError | None = None) -> KafkaTimeoutError:
-        cause = f" The last error was {last_error.code.name}: {last_error.message}" \
-            if last_error else ""
-        error = KafkaTimeoutError(
-            f"Call(callName={self.call_name}) timed out after {self.attempts} attempt(s).{cause}")
+        """The error of a call out of time; Kafka's texts (no broker reachable, or not)."""
+        if isinstance(last_error, KafkaConnectionError):
+            error = KafkaTimeoutError(
+                f"Timed out waiting for a node assignment. Call: {self.call_name}")
+        else:
+            cause = (f" The last error was {last_error.code.name}: {last_error.message}"
+                     if last_error else "")
+            error = KafkaTimeoutError(f"Call(callName={self.call_name}) timed out after "
+                                      f"{self.attempts} attempt(s).{cause}")
         error.__cause__ = last_error
         return error
 
@@ -209,6 +214,7 @@ class Cluster:
         self._refreshes: dict[frozenset[str] | None, asyncio.Task[MetadataResponse]] = {}
         self._metadata_stale = True
         self._closed = False
+        self._closing: set[asyncio.Task[None]] = set()  # idle connections being closed
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -217,7 +223,8 @@ class Cluster:
         for task in [*self._connecting.values(), *self._refreshes.values()]:
             task.cancel()
         connections, self._connections = list(self._connections.values()), {}
-        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in connections), *self._closing,
+                             return_exceptions=True)
 
     def deadline(self, timeout_ms: float | None = None) -> Deadline:
         """A call's deadline: `timeout_ms`, or ``default.api.timeout.ms``."""
@@ -306,7 +313,9 @@ class Cluster:
                 del self._connections[address]
             elif connection.in_flight == 0 and connection.last_used < limit:
                 del self._connections[address]
-                asyncio.get_running_loop().create_task(connection.close())
+                task = asyncio.get_running_loop().create_task(connection.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
 
     def _candidate_addresses(self) -> list[Address]:
         """Known brokers, least loaded first (ready ones before unopened ones), then the

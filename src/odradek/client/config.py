@@ -64,7 +64,7 @@ class ConfigKey:
 
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
-        raise ValueError("a bool is not an int")
+        raise TypeError("a bool is not an int")
     return int(value.strip()) if isinstance(value, str) else int(value)
 
 

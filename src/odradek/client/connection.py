@@ -313,7 +313,12 @@ class Connection:
         self._transport.write(frame)  # type: ignore[union-attr]
         self.last_used = time.monotonic()
         if self._write_paused:
-            await self._wait_writable()
+            try:
+                await self._wait_writable()
+            except BaseException:
+                if future is not None:
+                    _discard(future)
+                raise
         if future is None:
             return None
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -360,7 +365,7 @@ class Connection:
         except ProtocolError as exc:
             self._abort(KafkaConnectionError(f"Invalid response from {self.describe}: {exc}"))
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytes | memoryview) -> None:
         if not self._in_flight:
             raise ProtocolError("a response arrived with no request in flight")
         entry = self._in_flight.popleft()
@@ -381,7 +386,7 @@ class Connection:
         future.set_result(response)
 
     @staticmethod
-    def _decode(frame: bytes, entry: _InFlight) -> Message:
+    def _decode(frame: bytes | memoryview, entry: _InFlight) -> Message:
         try:
             return framing.decode_response(frame, entry.api_key, entry.api_version)[1]
         except ProtocolError:
@@ -417,3 +422,11 @@ class Connection:
         self._fail_all(KafkaConnectionError(
             f"Connection to {self.describe} was closed by the peer{reason}"))
         self._closed.set()
+
+
+def _discard(future: asyncio.Future[Any]) -> None:
+    """Give up on `future` without an unretrieved-exception warning."""
+    if not future.done():
+        future.cancel()
+    elif not future.cancelled():
+        future.exception()

@@ -46,6 +46,7 @@ log = logging.getLogger("odradek.broker")
 
 # metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements.
 METADATA_VERSION_LEVEL = 20
+HOUSEKEEPING_INTERVAL_S = 0.5
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {METADATA_VERSION_FEATURE: (1, 20)}
 
 # DescribeConfigs ConfigSource values.
@@ -115,17 +116,21 @@ class Broker:
         self.cluster_id = meta["cluster.id"]
         self.log_manager = LogManager(
             self.log_dirs, self.default_log_config,
-            recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")),
-            exclude={METADATA_TOPIC},
+            recovery_threads_per_data_dir=int(
+                self.config.get("num.recovery.threads.per.data.dir")),
+            retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
+            flush_checkpoint_interval_ms=int(
+                self.config.get("log.flush.offset.checkpoint.interval.ms")),
+            excluded_topics={METADATA_TOPIC},
         )
-        self.log_manager.startup()
         metadata_config = LogConfig.from_props({
             "segment.bytes": self.config.get("metadata.log.segment.bytes"),
             "retention.ms": -1,
             "retention.bytes": -1,
         })
-        metadata_log = Log.open(os.path.join(self.metadata_log_dir, f"{METADATA_TOPIC}-0"),
-                                metadata_config, topic=METADATA_TOPIC, partition=0)
+        # The metadata log is always fully recovered: it is small and must be exact.
+        metadata_log = Log(os.path.join(self.metadata_log_dir, f"{METADATA_TOPIC}-0"),
+                           metadata_config, had_clean_shutdown=False)
         self.quorum = MetadataQuorum(metadata_log, self.node_id)
         self.quorum.load()
         self.quorum.become_leader()
@@ -186,22 +191,12 @@ class Broker:
         self.quorum.append(records)  # type: ignore[union-attr]
 
     async def _housekeeping(self) -> None:
-        """Periodic log work: retention, flushes, checkpoints, delayed deletions."""
-        interval = 0.5
-        retention_every = int(self.config.get("log.retention.check.interval.ms")) / 1000
-        checkpoint_every = int(self.config.get("log.flush.offset.checkpoint.interval.ms")) / 1000
-        last_retention = last_checkpoint = time.monotonic()
+        """Periodic log work (retention, flushes, checkpoints, delayed deletions): the log
+        manager keeps the schedule, this loop gives it the clock."""
         while True:
-            await asyncio.sleep(interval)
-            now = time.monotonic()
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             try:
-                self.log_manager.tick(_now_ms())  # type: ignore[union-attr]
-                if now - last_retention >= retention_every:
-                    last_retention = now
-                    self.log_manager.run_retention(_now_ms())  # type: ignore[union-attr]
-                if now - last_checkpoint >= checkpoint_every:
-                    last_checkpoint = now
-                    self.log_manager.checkpoint_all()  # type: ignore[union-attr]
+                await asyncio.to_thread(self.log_manager.tick, _now_ms())  # type: ignore[union-attr]
             except Exception:
                 log.exception("log housekeeping failed")
 

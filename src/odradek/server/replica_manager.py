@@ -23,11 +23,8 @@ from odradek.storage.config import LogConfig
 
 log = logging.getLogger("odradek.replica")
 
-# ListOffsets special timestamps.
+# ListOffsets special timestamps (the others are resolved by the storage log).
 LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 NO_EPOCH = -1
@@ -81,7 +78,7 @@ class Partition:
         self.isr = reg.isr
         if became_leader:
             # A new leader epoch starts at the current log end (Kafka's epoch cache entry).
-            self.log.assign_leader_epoch(reg.leader_epoch, self.log.log_end_offset)
+            self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset)
         if self.is_leader:
             self.maybe_advance_high_watermark()
 
@@ -256,7 +253,10 @@ class ReplicaManager:
             storage_log, "last_stable_offset") else storage_log.high_watermark
         if fetch_offset >= limit:
             return 0
-        return storage_log.bytes_between(fetch_offset, limit)
+        try:
+            return len(storage_log.read(fetch_offset, 1 << 30, max_offset=limit))
+        except KafkaError:
+            return 1
 
     def partitions_of(self, topics: Iterable[str]) -> list[Partition]:
         wanted = set(topics)

@@ -131,10 +131,10 @@ def topic_id_to_str(topic_id: uuid.UUID | bytes | str) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
     if isinstance(topic_id, str):
         try:
-            topic_id = uuid.UUID(topic_id)
+            parsed = uuid.UUID(topic_id)
         except ValueError:
-            topic_id_from_str(topic_id)  # validates
-            return topic_id
+            parsed = topic_id_from_str(topic_id)  # already Kafka's form
+        topic_id = parsed
     raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id)
     if len(raw) != 16:
         raise ValueError(f"a topic id has 16 bytes, got {len(raw)}")

@@ -307,7 +307,8 @@ class LogConfig:
                 if synonym in broker_props and broker_props[synonym] is not None:
                     raw = broker_props[synonym]
                     if synonym in BROKER_UNIT_SCALE:
-                        raw = parse_value(synonym, ConfigType.LONG, raw) * BROKER_UNIT_SCALE[synonym]
+                        scale = BROKER_UNIT_SCALE[synonym]
+                        raw = parse_value(synonym, ConfigType.LONG, raw) * scale
                     values[config.attribute] = config.parse(raw)
                     break
         return cls(**values)

@@ -127,7 +127,7 @@ class LeaderEpochFileCache:
             if not removed:
                 return
             kept = [entry for entry in self._entries if entry.start_offset > start_offset]
-            entries = [EpochEntry(removed[-1].epoch, start_offset)] + kept
+            entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
             if entries != self._entries:
                 self._entries = entries
                 self._flush()

@@ -17,6 +17,7 @@ import random
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -30,9 +31,12 @@ from odradek.storage.checkpoint import (
     LeaderEpochCheckpointFile,
     PartitionMetadataFile,
     fsync_dir,
+    topic_id_from_str,
+    topic_id_to_str,
 )
 from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.epoch import LeaderEpochFileCache
+from odradek.storage.loader import LogLoader
 from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
 from odradek.storage.segment import DELETED_SUFFIX, FetchData, LogSegment
 from odradek.storage.validator import (
@@ -74,10 +78,10 @@ class LogEnd(NamedTuple):
 
 
 class TimestampAndOffset(NamedTuple):
-    """A ListOffsets answer: timestamp (-1 if not applicable), offset, leader epoch (-1)."""
+    """A ListOffsets answer: offset, timestamp (-1 if not applicable), leader epoch (-1)."""
 
-    timestamp: int
     offset: int
+    timestamp: int
     leader_epoch: int
 
 
@@ -117,8 +121,6 @@ class Log:
                  had_clean_shutdown: bool = True, topic_id: uuid.UUID | str | None = None,
                  high_watermark: int | None = None, clock: Clock | None = None,
                  deleter: DeferredDeleter | None = None, inline_flush: bool = True) -> None:
-        from odradek.storage.loader import LogLoader  # loader imports Log's neighbours
-
         self.dir = Path(directory)
         self.topic, self.partition = parse_topic_partition(self.dir)
         self.config = config if config is not None else LogConfig()
@@ -145,7 +147,7 @@ class Log:
         self.high_watermark = high_watermark if high_watermark is not None else 0
         self.recovered_bytes_truncated = loaded.truncated_bytes
         self.last_flush_ms = self.clock()
-        self._dir_needs_flush = False
+        self._dir_needs_flush = True  # new segment files' directory entries
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
         self._closed = False
@@ -201,8 +203,6 @@ class Log:
 
     def assign_topic_id(self, topic_id: uuid.UUID | str) -> None:
         """Writes partition.metadata; a log keeps the topic id it was created with."""
-        from odradek.storage.checkpoint import topic_id_from_str, topic_id_to_str
-
         new_id = topic_id_from_str(topic_id_to_str(topic_id))
         if self.topic_id is not None and self.topic_id != new_id:
             raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
@@ -318,7 +318,7 @@ class Log:
                 # Kafka removes stale files of a previous incarnation at this offset.
                 (self.dir / f"{new_offset:020d}{suffix}").unlink(missing_ok=True)
             segment = self._new_segment(new_offset)
-            self._set_segments(self._segments + (segment,))
+            self._set_segments((*self._segments, segment))
             self._end = LogEnd(self._end.offset, segment.base_offset, 0)
             self._dir_needs_flush = True
             return segment
@@ -395,23 +395,24 @@ class Log:
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = self._log_start_offset
             epoch = self.leader_epoch_cache.epoch_for_offset(start)
-            return TimestampAndOffset(NO_TIMESTAMP, start, -1 if epoch is None else epoch)
+            return TimestampAndOffset(start, NO_TIMESTAMP, -1 if epoch is None else epoch)
         if timestamp == LATEST_TIMESTAMP:
             epoch = self.leader_epoch_cache.latest_epoch
-            return TimestampAndOffset(NO_TIMESTAMP, self._end.offset,
+            return TimestampAndOffset(self._end.offset, NO_TIMESTAMP,
                                       -1 if epoch is None else epoch)
         segments = self._segments
         if timestamp == MAX_TIMESTAMP:
             best = max(segments, key=lambda s: s.max_timestamp_so_far().timestamp)
             max_ts = best.max_timestamp_so_far()
             if max_ts.timestamp < 0:
-                return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+                return TimestampAndOffset(-1, NO_TIMESTAMP, -1)
             found = best.find_offset_by_timestamp(max_ts.timestamp, self._log_start_offset)
             if found is None:
                 return None
             return self._record_at_timestamp(best, found, max_ts.timestamp, exact=True)
         if timestamp < 0:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown ListOffsets timestamp {timestamp}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"unknown ListOffsets timestamp {timestamp}")
         for segment in segments:
             if segment.largest_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
@@ -429,14 +430,14 @@ class Log:
         epoch = header.partition_leader_epoch
         if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
             offset = max(header.base_offset, self._log_start_offset)
-            return TimestampAndOffset(header.max_timestamp, offset, epoch)
+            return TimestampAndOffset(offset, header.max_timestamp, epoch)
         data = segment.read_batch(position, header)
         for record in iter_records(data, 0, header):
             if record.offset < self._log_start_offset:
                 continue
             if (record.timestamp == timestamp) if exact else (record.timestamp >= timestamp):
-                return TimestampAndOffset(record.timestamp, record.offset, epoch)
-        return TimestampAndOffset(header.max_timestamp, header.last_offset, epoch)
+                return TimestampAndOffset(record.offset, record.timestamp, epoch)
+        return TimestampAndOffset(header.last_offset, header.max_timestamp, epoch)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (epoch, end offset), (-1, -1) if unknown."""
@@ -506,7 +507,8 @@ class Log:
             lambda _segment, following: following is not None
             and following.base_offset <= self._log_start_offset)
 
-    def _delete_segments_while(self, predicate) -> int:  # type: ignore[no-untyped-def]
+    def _delete_segments_while(
+            self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
         """Deletes the longest prefix of segments matching `predicate` that lies entirely
         below the high watermark (Kafka's deletableSegments + deleteSegments)."""
         with self._lock:

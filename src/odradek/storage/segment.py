@@ -70,6 +70,11 @@ class FetchData:
     def __len__(self) -> int:
         return self.length
 
+    @property
+    def first_offset(self) -> int:
+        """Base offset of the first batch in the region (-1 when empty)."""
+        return self.first_batch_offset
+
     def read_bytes(self) -> bytes:
         """Materialises the region (for TLS or tests; the broker's fast path is sendfile)."""
         if self.file is None or self.length == 0:
@@ -463,7 +468,7 @@ class LogSegment:
                 name = name[: -len(old_suffix)]
             return path.with_name(name + new_suffix)
 
-        self.file  # open before renaming: a lazy open racing the rename would miss the file
+        _ = self.file  # open before renaming: a lazy open racing the rename would miss the file
         with self._file_lock:
             new_log_path = renamed(self.log_path)
             if self.log_path.exists():

@@ -17,11 +17,8 @@ from odradek.server.fetch_session import (
     partition_changed,
 )
 from odradek.server.replica_manager import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_EPOCH,
     ReadResult,
 )
@@ -213,35 +210,28 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest)
                 parts.append(out)
                 continue
             storage_log = partition.log
-            ts = p.timestamp
             try:
-                if ts == LATEST_TIMESTAMP:
-                    limit = storage_log.high_watermark
+                if p.timestamp == LATEST_TIMESTAMP:
+                    # Consumers may only see up to the high watermark (or LSO).
+                    offset = storage_log.high_watermark
                     if read_committed and hasattr(storage_log, "last_stable_offset"):
-                        limit = storage_log.last_stable_offset
-                    offset, found_ts, epoch = limit, -1, partition.leader_epoch
-                elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                    offset, found_ts = storage_log.log_start_offset, -1
-                    epoch = storage_log.epoch_for_offset(offset)
-                elif ts == LATEST_TIERED_TIMESTAMP:
-                    offset, found_ts, epoch = -1, -1, -1
+                        offset = storage_log.last_stable_offset
+                    found = (offset, -1, partition.leader_epoch)
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    found = (-1, -1, -1)  # no tiered storage
                 else:
-                    found = storage_log.offset_for_timestamp(ts)
-                    if found is None:
-                        offset, found_ts, epoch = -1, -1, -1
-                    else:
-                        offset, found_ts, epoch = found
-                        if offset >= storage_log.high_watermark and ts != MAX_TIMESTAMP:
-                            offset, found_ts, epoch = -1, -1, -1
+                    found = storage_log.fetch_offset_by_timestamp(p.timestamp)
+                    if found is None or (found[0] >= storage_log.high_watermark
+                                         and p.timestamp >= 0):
+                        found = (-1, -1, -1)
             except KafkaError as exc:
                 out.error_code = exc.code
                 parts.append(out)
                 continue
+            offset, found_ts, epoch = found
             out.offset = offset
             out.timestamp = found_ts
-            out.leader_epoch = epoch if epoch is not None else -1
-            if version == 0:
-                out.old_style_offsets = [offset] if offset >= 0 else []
+            out.leader_epoch = epoch
             parts.append(out)
         topics_out.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(topics=topics_out)

@@ -1,0 +1,56 @@
+"""Runs the benchmarks and writes each one's section into docs/performance.md.
+
+Every `bench/<name>_bench.py` module exposes `NAME` and `run(quick: bool) -> str` (markdown).
+A section lives between `<!-- bench:<name>:begin -->` and `<!-- bench:<name>:end -->`, so
+re-running one benchmark replaces only its own section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "performance.md"
+HEADER = """# Performance
+
+Numbers measured with `python -m bench` on this project's machine. Each section says how it was
+measured; rerun a section with `python -m bench <name>`.
+"""
+
+
+def available() -> list[str]:
+    return sorted(path.stem.removesuffix("_bench")
+                  for path in Path(__file__).parent.glob("*_bench.py"))
+
+
+def write_section(name: str, markdown: str) -> None:
+    text = DOC.read_text() if DOC.exists() else HEADER
+    begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+    block = f"{begin}\n{markdown.rstrip()}\n{end}"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else (
+        text.rstrip() + "\n\n" + block + "\n")
+    DOC.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of "
+                                                 f"{', '.join(available())})")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    for name in args.names or available():
+        module = importlib.import_module(f"bench.{name}_bench")
+        markdown = module.run(quick=args.quick)
+        print(markdown)
+        if not args.no_write:
+            write_section(name, markdown)
+            print(f"wrote the {name} section of {DOC}")
+
+
+if __name__ == "__main__":
+    main()
