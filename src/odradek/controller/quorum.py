@@ -18,15 +18,17 @@ from typing import Any
 from odradek.metadata.image import EMPTY_IMAGE, MetadataDelta, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.records import (
+    ControlRecordType,
     RecordBatchBuilder,
+    build_control_record_batch,
     iter_batches,
     iter_records,
 )
+from odradek.storage.validator import AppendOrigin
 
 log = logging.getLogger("odradek.quorum")
 
 METADATA_TOPIC = "__cluster_metadata"
-CONTROL_TYPE_LEADER_CHANGE = 2
 READ_CHUNK = 8 * 1024 * 1024
 
 
@@ -80,10 +82,10 @@ class MetadataQuorum:
             voters=[m.LeaderChangeMessage.Voter(voter_id=self.node_id)],
             granting_voters=[m.LeaderChangeMessage.Voter(voter_id=self.node_id)],
         )
-        builder = RecordBatchBuilder(is_control=True, partition_leader_epoch=self.epoch)
-        key = CONTROL_TYPE_LEADER_CHANGE.to_bytes(4, "big")  # int16 version 0, int16 type
-        builder.append(_now_ms(), key, message.encode(0))
-        self.log.append_as_leader(builder.build(), leader_epoch=self.epoch, now_ms=_now_ms())
+        batch = build_control_record_batch(ControlRecordType.LEADER_CHANGE, message.encode(0),
+                                           _now_ms(), partition_leader_epoch=self.epoch)
+        self.log.append_as_leader(batch, leader_epoch=self.epoch, now_ms=_now_ms(),
+                                  origin=AppendOrigin.COORDINATOR)
         self.log.flush()
 
     def append(self, records: Iterable[Any]) -> MetadataImage:
@@ -95,7 +97,8 @@ class MetadataQuorum:
         builder = RecordBatchBuilder(partition_leader_epoch=self.epoch)
         for record in records:
             builder.append(now, None, m.encode_metadata_record(record, type(record).MAX_VERSION))
-        info = self.log.append_as_leader(builder.build(), leader_epoch=self.epoch, now_ms=now)
+        info = self.log.append_as_leader(builder.build(), leader_epoch=self.epoch, now_ms=now,
+                                         origin=AppendOrigin.COORDINATOR)
         self.log.flush()
         delta = MetadataDelta(self.image)
         for record in records:

@@ -121,7 +121,7 @@ class Broker:
             retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
             flush_checkpoint_interval_ms=int(
                 self.config.get("log.flush.offset.checkpoint.interval.ms")),
-            excluded_topics={METADATA_TOPIC},
+            # excluded_topics={METADATA_TOPIC},
         )
         metadata_config = LogConfig.from_props({
             "segment.bytes": self.config.get("metadata.log.segment.bytes"),

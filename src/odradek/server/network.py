@@ -85,8 +85,7 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.peer_host, self.peer_port = peer[0], peer[1]

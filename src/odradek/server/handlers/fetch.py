@@ -231,7 +231,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest)
             offset, found_ts, epoch = found
             out.offset = offset
             out.timestamp = found_ts
-            out.leader_epoch = epoch
+            if version >= 4:
+                out.leader_epoch = epoch
             parts.append(out)
         topics_out.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(topics=topics_out)
