@@ -24,7 +24,6 @@ from odradek.client import (
     TopicPartition,
 )
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.ids import uuid_to_kafka_str
 
 BROKER_ID = 1  # node.id of the fixture's broker
 
@@ -294,7 +293,10 @@ def test_odradek_admin_changes_are_visible_to_confluent_kafka(odradek_broker):
     assert configs["retention.ms"].value == "120000"
     described = other.describe_topics(
         __import__("confluent_kafka").TopicCollection(["x-ours"]))["x-ours"].result(10)
-    assert str(described.topic_id) == uuid_to_kafka_str(topic_id)
+    mask = (1 << 64) - 1
+    their_id = uuid.UUID(int=((described.topic_id.get_most_significant_bits() & mask) << 64)
+                         | (described.topic_id.get_least_significant_bits() & mask))
+    assert their_id == topic_id
 
     with Admin(admin_config(odradek_broker)) as admin:
         admin.delete_topics(["x-ours"])

@@ -181,3 +181,27 @@ def test_data_survives_restart(fresh_broker):
     broker.restart(clean=False)  # SIGKILL: acknowledged data is in the page cache
     got = _consume(broker, [TopicPartition(name, 0, 0), TopicPartition(name, 1, 0)], 500)
     assert sorted(int(m.value()) for m in got) == list(range(500))
+
+
+def test_idempotent_producer(odradek_broker):
+    name = _topic("idempotent")
+    _create(odradek_broker, name, partitions=3)
+    producer = Producer({"bootstrap.servers": odradek_broker.bootstrap,
+                         "enable.idempotence": True, "linger.ms": 2,
+                         "max.in.flight.requests.per.connection": 5})
+    errors = []
+    for i in range(3000):
+        producer.produce(name, key=f"{i % 17}".encode(), value=f"{i}".encode(),
+                         on_delivery=lambda err, msg: err and errors.append(err))
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    assert errors == []
+    tps = [TopicPartition(name, p, 0) for p in range(3)]
+    msgs = _consume(odradek_broker, tps, 3000)
+    assert sorted(int(m.value()) for m in msgs) == list(range(3000))
+    # Per key, order is preserved.
+    by_key: dict[bytes, list[int]] = {}
+    for m in msgs:
+        by_key.setdefault(m.key(), []).append(int(m.value()))
+    assert all(v == sorted(v) for v in by_key.values())

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.messages import API_BY_KEY
-from odradek.server.handlers import admin, fetch, metadata, produce
+from odradek.server.handlers import admin, fetch, metadata, produce, producer_ids
 
 Handler = Callable[..., Any]
 
@@ -26,6 +26,7 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     19: (admin.create_topics, 0),
     20: (admin.delete_topics, 0),
     21: (admin.delete_records, 0),
+    22: (producer_ids.init_producer_id, 0),
     23: (fetch.offset_for_leader_epoch, 0),
     32: (admin.describe_configs, 0),
     33: (admin.alter_configs, 0),

@@ -97,6 +97,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._admin_lock = asyncio.Lock()
+        self._producer_ids: list[int] | None = None  # [next, end) of our current block
         self.default_log_config: LogConfig = config.log_config()
         self.controller = ControllerState(
             num_partitions=int(config.get("num.partitions")),
@@ -245,6 +246,19 @@ class Broker:
             out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                          if res.error == ErrorCode.TOPIC_ALREADY_EXISTS else res.error)
         return out
+
+    async def next_producer_id(self) -> int:
+        """Producer ids come in blocks the controller hands out (ProducerIdsRecord)."""
+        async with self._admin_lock:
+            if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+                epoch = self.image.brokers[self.node_id].epoch
+                (first, count), records = self.controller.allocate_producer_ids(
+                    self.image, self.node_id, epoch)
+                await self._commit(records)
+                self._producer_ids = [first, first + count]
+            producer_id = self._producer_ids[0]
+            self._producer_ids[0] += 1
+            return producer_id
 
     async def delete_topics(self, names: Sequence[str],
                             ids: Sequence[uuid.UUID]) -> list[OpResult]:

@@ -19,7 +19,9 @@ from typing import Any
 from odradek.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.purgatory import Purgatory
+from odradek.protocol.records import BATCH_HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
 from odradek.storage.config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 
 log = logging.getLogger("odradek.replica")
 
@@ -32,6 +34,14 @@ NO_EPOCH = -1
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
 
 
 @dataclass(slots=True)
@@ -58,6 +68,7 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        self.producer_state: ProducerStateManager | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -98,7 +109,16 @@ class Partition:
             return ErrorCode.FENCED_LEADER_EPOCH
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def append_as_leader(self, records: Any, required_acks: int, min_isr: int) -> Any:
+    def _producer_state(self) -> ProducerStateManager:
+        """Built on first use from the batch headers in the log (no record decoding)."""
+        if self.producer_state is None:
+            state = ProducerStateManager()
+            state.rebuild(header for segment in self.log.log_segments()
+                          for _pos, header in segment.iter_headers(0, segment.size))
+            self.producer_state = state
+        return self.producer_state
+
+    def append_as_leader(self, records: Any, required_acks: int, min_isr: int) -> AppendResult:
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and len(self.isr) < min_isr:
@@ -107,9 +127,20 @@ class Partition:
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
             )
+        # Produce v3+ carries exactly one batch; its header says whether it is idempotent.
+        header = BatchHeader.parse(records, 0) if len(records) >= BATCH_HEADER_SIZE else None
+        idempotent = header is not None and header.producer_id != NO_PRODUCER_ID
+        if idempotent:
+            duplicate = self._producer_state().find_duplicate(header)
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1,
+                                    self.log.log_start_offset)
         info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms())
+        if idempotent:
+            self.producer_state.record(header, info.first_offset, info.last_offset)
         self.maybe_advance_high_watermark()
-        return info
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
+                            info.log_start_offset)
 
 
 class ReplicaManager:
