@@ -304,6 +304,8 @@ def test_odradek_admin_changes_are_visible_to_confluent_kafka(odradek_broker):
 
 
 def test_confluent_kafka_changes_are_visible_to_odradek_admin(odradek_broker):
+    from confluent_kafka.admin import AlterConfigOpType as COpType
+    from confluent_kafka.admin import ConfigEntry as CEntry
     from confluent_kafka.admin import ConfigResource as CResource
     from confluent_kafka.admin import NewPartitions as CNewPartitions
     from confluent_kafka.admin import NewTopic as CNewTopic
@@ -320,8 +322,9 @@ def test_confluent_kafka_changes_are_visible_to_odradek_admin(odradek_broker):
         other.create_partitions([CNewPartitions("x-theirs", 5)])["x-theirs"].result(15)
         assert len(admin.describe_topics(["x-theirs"])["x-theirs"].partitions) == 5
 
-        resource = CResource("topic", "x-theirs", set_config={"retention.ms": "5000"})
-        other.alter_configs([resource])[resource].result(15)
+        resource = CResource("topic", "x-theirs", incremental_configs=[
+            CEntry("retention.ms", "5000", incremental_operation=COpType.SET)])
+        other.incremental_alter_configs([resource])[resource].result(15)
         configs = admin.describe_configs([ConfigResource.topic("x-theirs")])
         assert configs[ConfigResource.topic("x-theirs")]["retention.ms"].value == "5000"
 

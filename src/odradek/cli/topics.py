@@ -658,9 +658,13 @@ def main(argv: list[str] | None = None) -> int:
         print(usage_text(), file=sys.stderr)
         return 1
     except (CommandError, KafkaError, ValueError) as exc:
-        message = exc.message if isinstance(exc, KafkaError) else str(exc)
+        if isinstance(exc, KafkaError):
+            message, detail = exc.message, str(exc)  # detail: "TOPIC_ALREADY_EXISTS: ..."
+        else:
+            message = str(exc)
+            detail = f"{type(exc).__name__}: {message}"
         print(f"Error while executing topic command : {message}")
-        log.error("%s: %s", type(exc).__name__, message)
+        log.error("%s", detail)
         return 1
 
 

@@ -206,12 +206,12 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: m.DescribeLogDir
     wanted = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list]] = {d: {} for d in broker.log_dirs}
+    by_dir: dict[str, dict[str, list]] = {str(d): {} for d in broker.log_manager.log_dirs}
     for partition in broker.replica_manager.partitions.values():
         if wanted is not None and partition.key not in wanted:
             continue
         storage_log = partition.log
-        log_dir = storage_log.log_dir_root
+        log_dir = str(broker.log_manager.log_dir_of(partition.topic, partition.index))
         lag = max(0, storage_log.log_end_offset - storage_log.high_watermark)
         by_dir.setdefault(log_dir, {}).setdefault(partition.topic, []).append(
             R.DescribeLogDirsPartition(partition_index=partition.index,

@@ -184,6 +184,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext,
                 leader_epoch=reg.leader_epoch,
                 replica_nodes=list(reg.replicas),
                 isr_nodes=list(reg.isr),
+                eligible_leader_replicas=[],
+                last_known_elr=[],
                 offline_replicas=[r for r in reg.replicas if r not in live],
             ))
             budget -= 1
