@@ -30,7 +30,7 @@ def write_section(name: str, markdown: str) -> None:
     text = DOC.read_text() if DOC.exists() else HEADER
     begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
     block = f"{begin}\n{markdown.rstrip()}\n{end}"
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else (
         text.rstrip() + "\n\n" + block + "\n")
     DOC.write_text(text)

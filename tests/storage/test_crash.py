@@ -117,7 +117,7 @@ def damage_files(partition_dir: Path, damage: str, rng: random.Random) -> int | 
 
 def offsets_before(partition_dir: Path, position: int) -> int:
     """The next offset after the last batch wholly before `position` in the newest segment."""
-    newest = sorted(partition_dir.glob("*.log"))[-1]
+    newest = max(partition_dir.glob("*.log"))
     data = newest.read_bytes()
     end = int(newest.name[:20])
     for batch_position, header in valid_batches(data):

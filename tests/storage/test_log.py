@@ -404,7 +404,7 @@ def test_concurrent_readers_never_see_partial_batches(make_log: MakeLog) -> None
                 for position, header in batches:
                     verify_crc(data, position, header)
                 reads[0] += 1
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(3)]
@@ -440,3 +440,26 @@ def test_read_reports_the_last_offset_of_the_region(make_log: MakeLog) -> None:
             assert region.last_offset == headers[-1].last_offset
         else:
             assert region.last_offset == -1 and len(region) == 0
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "readonly_view", "writable_view"])
+def test_append_accepts_any_buffer(make_log: MakeLog, kind: str) -> None:
+    log = make_log()
+    # 700 batches in one append: more than IOV_MAX (1024) write buffers when not patched in place.
+    raw = b"".join(make_batch(2, value_size=30) for _ in range(700))
+    frame = b"xx" + raw  # a produce request's records are a slice of a larger frame
+    records = {"bytes": raw, "bytearray": bytearray(raw),
+               "readonly_view": memoryview(frame)[2:],
+               "writable_view": memoryview(bytearray(frame))[2:]}[kind]
+    info = log.append_as_leader(records, leader_epoch=3)
+    assert (info.first_offset, info.last_offset) == (0, 1399)
+    log.high_watermark = log.log_end_offset
+    headers = read_all(log)
+    assert [h.base_offset for h in headers] == list(range(0, 1400, 2))
+    assert {h.partition_leader_epoch for h in headers} == {3}
+    data = log.read(0, 1 << 30).read_bytes()
+    assert len(data) == len(raw)
+    for position, header in iter_batches(data):
+        verify_crc(data, position, header)
+    if kind in ("bytes", "readonly_view"):
+        assert raw[:8] == bytes(8)  # the caller's read-only bytes were not modified

@@ -4,6 +4,8 @@
 * `Cluster`: bootstrap, metadata cache, connection pool and the retry rule, shared by all
   clients.
 * `AdminClient` (async) and `Admin` (blocking): Kafka's Admin API.
+* `AsyncProducer` / `Producer`: Kafka's producer (batching, compression, idempotence).
+* `AsyncConsumer` / `Consumer`: Kafka's consumer with manual assignment (groups to come).
 
 Imports only `odradek.protocol`.
 """
@@ -35,21 +37,47 @@ from odradek.client.admin_types import (
 from odradek.client.cluster import Cluster, MetadataCache
 from odradek.client.config import ADMIN_CONFIG, COMMON_CONFIG, ClientConfig, ConfigSchema
 from odradek.client.connection import Connection
+from odradek.client.consumer import (
+    CONSUMER_CONFIG,
+    AsyncConsumer,
+    Consumer,
+    ConsumerRecord,
+    NoOffsetForPartitionError,
+    OffsetAndTimestamp,
+    OffsetOutOfRangeError,
+)
 from odradek.client.errors import (
     KafkaConfigError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
 )
+from odradek.client.producer import (
+    PRODUCER_CONFIG,
+    AsyncProducer,
+    Producer,
+    RecordFuture,
+    RecordMetadata,
+)
+from odradek.client.subscription import (
+    GroupsNotSupportedError,
+    OffsetAndMetadata,
+    OffsetResetStrategy,
+    OffsetStore,
+)
 from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
 
 __all__ = [
     "ADMIN_CONFIG",
     "COMMON_CONFIG",
+    "CONSUMER_CONFIG",
+    "PRODUCER_CONFIG",
     "Admin",
     "AdminClient",
     "AlterConfigOp",
     "AlterConfigOpType",
+    "AsyncConsumer",
+    "AsyncProducer",
     "ClientConfig",
     "Cluster",
     "ClusterDescription",
@@ -61,8 +89,11 @@ __all__ = [
     "ConfigSynonym",
     "ConfigType",
     "Connection",
+    "Consumer",
+    "ConsumerRecord",
     "CreatedTopic",
     "DeletedRecords",
+    "GroupsNotSupportedError",
     "IsolationLevel",
     "KafkaConfigError",
     "KafkaConnectionError",
@@ -73,9 +104,18 @@ __all__ = [
     "MetadataCache",
     "NewPartitions",
     "NewTopic",
+    "NoOffsetForPartitionError",
     "Node",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "OffsetResetStrategy",
     "OffsetSpec",
+    "OffsetStore",
     "PartitionMetadata",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
     "ReplicaInfo",
     "TopicDescription",
     "TopicListing",

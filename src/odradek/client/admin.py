@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
+from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_types import (
     AlterConfigOp,
     ClusterDescription,
@@ -116,8 +117,9 @@ def _finish(results: dict[K, Any], raise_errors: bool) -> dict[K, Any]:
     return results
 
 
-class AdminClient:
-    """Kafka's Admin API over asyncio. Connects lazily; `close` (or ``async with``) when done."""
+class AdminClient(GroupAdmin):
+    """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`).
+    Connects lazily; `close` (or ``async with``) when done."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig) -> None:
         self.config = config if isinstance(config, ClientConfig) else ADMIN_CONFIG.parse(config)
@@ -899,3 +901,10 @@ class Admin(SyncFacade[AdminClient]):
     describe_log_dirs = blocking(AdminClient.describe_log_dirs)
     list_offsets = blocking(AdminClient.list_offsets)
     delete_records = blocking(AdminClient.delete_records)
+    find_coordinator = blocking(AdminClient.find_coordinator)
+    list_groups = blocking(AdminClient.list_groups)
+    describe_groups = blocking(AdminClient.describe_groups)
+    list_consumer_group_offsets = blocking(AdminClient.list_consumer_group_offsets)
+    alter_consumer_group_offsets = blocking(AdminClient.alter_consumer_group_offsets)
+    delete_groups = blocking(AdminClient.delete_groups)
+    delete_consumer_group_offsets = blocking(AdminClient.delete_consumer_group_offsets)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.messages import API_BY_KEY
-from odradek.server.handlers import admin, fetch, metadata, produce, producer_ids
+from odradek.server.handlers import admin, fetch, groups, metadata, produce, producer_ids
 
 Handler = Callable[..., Any]
 
@@ -22,6 +22,15 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     1: (fetch.fetch, 4),
     2: (fetch.list_offsets, 1),
     3: (metadata.metadata, 0),
+    8: (groups.offset_commit, 0),
+    9: (groups.offset_fetch, 0),
+    10: (groups.find_coordinator, 0),
+    11: (groups.join_group, 0),
+    12: (groups.heartbeat, 0),
+    13: (groups.leave_group, 0),
+    14: (groups.sync_group, 0),
+    15: (groups.describe_groups, 0),
+    16: (groups.list_groups, 0),
     18: (metadata.api_versions, 0),
     19: (admin.create_topics, 0),
     20: (admin.delete_topics, 0),
@@ -32,7 +41,9 @@ HANDLERS: dict[int, tuple[Handler, int]] = {
     33: (admin.alter_configs, 0),
     35: (admin.describe_log_dirs, 0),
     37: (admin.create_partitions, 0),
+    42: (groups.delete_groups, 0),
     44: (admin.incremental_alter_configs, 0),
+    47: (groups.offset_delete, 0),
     60: (metadata.describe_cluster, 0),
     75: (metadata.describe_topic_partitions, 0),
 }

@@ -21,6 +21,7 @@ from typing import Any
 
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
+from odradek.coordinator import GroupCoordinator
 from odradek.metadata.image import (
     METADATA_VERSION_FEATURE,
     RESOURCE_BROKER,
@@ -30,6 +31,7 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.server.apis import ApiTable
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers.groups import start_group_coordinator
 from odradek.server.handlers.metadata import unsupported_api_versions_response
 from odradek.server.network import (
     ConnectionCloseRequest,
@@ -94,6 +96,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None  # group coordinator
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._admin_lock = asyncio.Lock()
@@ -122,7 +125,7 @@ class Broker:
             retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
             flush_checkpoint_interval_ms=int(
                 self.config.get("log.flush.offset.checkpoint.interval.ms")),
-            # excluded_topics={METADATA_TOPIC},
+            excluded_topics={METADATA_TOPIC},
         )
         metadata_config = LogConfig.from_props({
             "segment.bytes": self.config.get("metadata.log.segment.bytes"),
@@ -140,6 +143,8 @@ class Broker:
                                               self.default_log_config)
         self.replica_manager.apply_image(self.image)
         self.quorum.listeners.append(self.replica_manager.apply_image)
+        # group coordinator: follows the leadership of the __consumer_offsets partitions
+        self.group_coordinator = start_group_coordinator(self)
 
         self.network = NetworkServer(
             dispatcher=self.dispatch,
@@ -204,6 +209,8 @@ class Broker:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.group_coordinator is not None:  # group coordinator: answers pending joins
+            await self.group_coordinator.close()
         if self.network is not None:
             await self.network.stop()
         if self.log_manager is not None:

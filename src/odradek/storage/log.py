@@ -245,7 +245,7 @@ class Log:
 
     def _append(self, validated: ValidatedRecords, leader_epoch: int | None) -> AppendInfo:
         segment = self._maybe_roll(validated)
-        segment.append(validated.records, validated.batches)
+        segment.append(validated.buffers(), validated.batches)
         info = AppendInfo(
             first_offset=validated.first_offset, last_offset=validated.last_offset,
             max_timestamp=validated.max_timestamp,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from odradek.storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
@@ -89,7 +90,8 @@ class LogManager:
                  flush_checkpoint_interval_ms: int = 60_000,
                  flush_start_offset_checkpoint_interval_ms: int = 60_000,
                  high_watermark_checkpoint_interval_ms: int = 5_000,
-                 inline_flush: bool = True) -> None:
+                 inline_flush: bool = True,
+                 excluded_topics: Iterable[str] = ()) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("at least one log dir is required")
@@ -102,6 +104,8 @@ class LogManager:
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
         self.inline_flush = inline_flush
+        # Logs owned by someone else in the same dirs (the KRaft metadata log).
+        self.excluded_topics = frozenset(excluded_topics)
         self.deleter = DeferredDeleter()
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
@@ -158,6 +162,8 @@ class LogManager:
                 try:
                     key = parse_topic_partition(child)
                 except ValueError:
+                    continue
+                if key[0] in self.excluded_topics:
                     continue
                 jobs.append((directory, child, key, clean, recovery_points.get(key, 0),
                              start_offsets.get(key, 0), high_watermarks.get(key)))
@@ -375,7 +381,7 @@ class LogManager:
             os.close(fd)
         self._lock_files = []
 
-    def __enter__(self) -> LogManager:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -44,6 +44,27 @@ _HEADER_CHUNK = 16 * 1024  # bytes read per pread when walking batch headers
 _RECOVERY_CHUNK = 8 * 1024 * 1024  # bytes read per pread when validating whole batches
 
 
+_IOV_MAX = 1024
+
+
+def _pwrite_all(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> int:
+    """Writes the buffers back to back at `position` (pwritev, retrying short writes)."""
+    pending = [memoryview(buffer).cast("B") for buffer in buffers]
+    total = sum(len(view) for view in pending)
+    while pending:
+        group = pending[:_IOV_MAX]
+        written = os.pwritev(fd, group, position)
+        position += written
+        done = 0
+        while done < len(group) and written >= len(group[done]):
+            written -= len(group[done])
+            done += 1
+        pending = pending[done:]
+        if written:
+            pending[0] = pending[0][written:]
+    return total
+
+
 def file_name(base_offset: int, suffix: str) -> str:
     """Kafka's 20-digit zero-padded offset file names."""
     return f"{base_offset:020d}{suffix}"
@@ -157,20 +178,17 @@ class LogSegment:
     def can_hold_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    def append(self, records: bytes | bytearray | memoryview,
+    def append(self, buffers: list[bytes | bytearray | memoryview],
                batches: list[tuple[int, BatchHeader]]) -> None:
-        """Writes validated batches (positions relative to `records`) and indexes them."""
+        """Writes validated batches (`buffers` concatenated; batch positions relative to their
+        start) and indexes them."""
         if not batches:
             return
         last_offset = batches[-1][1].last_offset
         if not self.can_hold_offset(last_offset):
             raise ValueError(f"offset {last_offset} does not fit segment {self.base_offset}")
         position = self._size
-        fd = self.file.fileno()
-        view = memoryview(records)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
+        total = _pwrite_all(self.file.fileno(), buffers, position)
         if position == 0:
             self._rolling_based_timestamp = batches[0][1].max_timestamp
         max_ts = self.max_timestamp_so_far()
@@ -183,7 +201,7 @@ class LogSegment:
                 self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += header.size
-        self._size = position + len(view)
+        self._size = position + total
 
     # -- reads -----------------------------------------------------------------------------
     def iter_headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:

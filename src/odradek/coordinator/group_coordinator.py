@@ -1,0 +1,899 @@
+"""The classic group coordinator: membership, rebalances and committed offsets.
+
+Kafka's GroupCoordinator (the classic protocol, as 3.8 runs it by default). A group moves
+Empty -> PreparingRebalance -> CompletingRebalance -> Stable and back; JoinGroup and SyncGroup
+answers wait (as futures) until the rebalance step they belong to completes. Every deadline is
+an event-loop timer: a member's session (reset by heartbeats, commits and joins), the
+rebalance timeout of a join phase, the initial rebalance delay of a new group, the wait for
+SyncGroups after a join phase, the pending member ids of MEMBER_ID_REQUIRED, and the periodic
+offset expiration. Everything runs on the broker's event loop; there are no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.coordinator.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    UNKNOWN_MEMBER_ID,
+    Group,
+    GroupState,
+    Member,
+    OffsetAndMetadata,
+    TopicPartition,
+    new_member_id,
+)
+from odradek.coordinator.metadata_manager import GroupMetadataManager
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.coordinator.group")
+
+INT32_MAX = 2**31 - 1
+
+
+def system_time_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The broker settings the group coordinator follows (Kafka's names in the comments)."""
+
+    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    max_size: int = INT32_MAX  # group.max.size
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    max_metadata_size: int = 4096  # offset.metadata.max.bytes
+
+    @classmethod
+    def from_properties(cls, get: Callable[[str], Any]) -> GroupConfig:
+        return cls(
+            min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
+            max_session_timeout_ms=int(get("group.max.session.timeout.ms")),
+            initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
+            max_size=int(get("group.max.size")),
+            offsets_retention_ms=int(get("offsets.retention.minutes")) * 60_000,
+            offsets_retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
+            max_metadata_size=int(get("offset.metadata.max.bytes")),
+        )
+
+
+# ------------------------------------------------------------------------------------------
+# requests and results (the handlers translate wire versions to and from these)
+
+
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool = True  # JoinGroup v4+
+    supports_skip_assignment: bool = False  # JoinGroup v9+
+    reason: str | None = None
+
+
+@dataclass
+class JoinResult:
+    error: ErrorCode
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    skip_assignment: bool = False
+    #: for the leader: (member id, group instance id, metadata) of every member
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupSummary:
+    """What DescribeGroups says about a group."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
+@dataclass
+class GroupOverview:
+    """What ListGroups says about a group."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+LeavingMember = tuple[str, str | None]  # (member id or "", group instance id)
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, manager: GroupMetadataManager,
+                 time_ms: Callable[[], int] = system_time_ms) -> None:
+        self.config = config
+        self.manager = manager
+        self.time_ms = time_ms
+        self._active = False
+        self._expiration_timer: asyncio.TimerHandle | None = None
+        self._loads: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._active = True
+        self._schedule_offset_expiration()
+
+    async def close(self) -> None:
+        self._active = False
+        if self._expiration_timer is not None:
+            self._expiration_timer.cancel()
+        for task in list(self._loads):
+            task.cancel()
+        for partition in list(self.manager.owned | self.manager.loading):
+            self.resign(partition)
+
+    def elect(self, partition: int, log_: Any) -> asyncio.Task[Any]:
+        """This broker now leads offsets partition `partition` (whose storage log is `log_`):
+        load its groups in the background."""
+        task = asyncio.get_running_loop().create_task(self._load(partition, log_))
+        self._loads.add(task)
+        task.add_done_callback(self._loads.discard)
+        return task
+
+    async def _load(self, partition: int, log_: Any) -> None:
+        try:
+            groups = await self.manager.load_partition(partition, log_)
+        except Exception:
+            log.exception("loading offsets partition %d failed", partition)
+            return
+        for group in groups:
+            # Members loaded with the group must heartbeat within their session timeout.
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+
+    def resign(self, partition: int) -> None:
+        """This broker no longer leads offsets partition `partition`."""
+        for group in self.manager.unload_partition(partition):
+            self._drop_group(group, ErrorCode.NOT_COORDINATOR)
+
+    def _drop_group(self, group: Group, error: ErrorCode) -> None:
+        for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+            if timer is not None:
+                timer.cancel()
+        group.pending_members.clear()
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+            self._answer_join(member, JoinResult(error, member.member_id))
+            self._answer_sync(member, SyncResult(error))
+
+    # ------------------------------------------------------------------------------ checks
+
+    def _check(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode:
+        """Kafka's validateGroupStatus."""
+        if group_id is None or (not group_id and not allow_empty_id):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return self.manager.coordinator_error(group_id)
+
+    @staticmethod
+    def _check_member(group: Group, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """Kafka's validateCurrentMember: the instance id (if any) maps to the member id, and
+        the member id is in the group."""
+        if group_instance_id is not None:
+            known = group.static_member_id(group_instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
+        return ErrorCode.NONE if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
+
+    # ------------------------------------------------------------------------------ JoinGroup
+
+    async def join_group(self, request: JoinRequest) -> JoinResult:
+        error = self._check(request.group_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, request.member_id)
+        config = self.config
+        if not config.min_session_timeout_ms <= request.session_timeout_ms \
+                <= config.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
+        is_unknown = request.member_id == UNKNOWN_MEMBER_ID
+        group = self.manager.get_group(request.group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+            group = self.manager.add_group(Group(request.group_id,
+                                                 state_timestamp_ms=self.time_ms()))
+        if not self._accepts_joining_member(group, request.member_id):
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
+        if is_unknown:
+            outcome = self._join_new_member(group, request)
+        else:
+            outcome = self._join_current_member(group, request)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+        if isinstance(outcome, JoinResult):
+            return outcome
+        # Shielded: a closed connection must not cancel the group's bookkeeping.
+        return await asyncio.shield(outcome)
+
+    def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size)."""
+        max_size = self.config.max_size
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return (member is not None and member.awaiting_join) or \
+                group.num_awaiting_join < max_size
+        return member is not None or len(group.members) < max_size
+
+    def _join_new_member(self, group: Group, request: JoinRequest) -> JoinResult | asyncio.Future:
+        if group.state == GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        if not group.supports_protocols(request.protocol_type, request.protocols):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+        member_id = new_member_id(request.client_id, request.group_instance_id)
+        if request.group_instance_id is not None:
+            old_member_id = group.static_member_id(request.group_instance_id)
+            if old_member_id is not None:
+                return self._replace_static_member(group, old_member_id, member_id, request)
+            return self._add_member_and_rebalance(group, member_id, request)
+        if request.require_known_member_id:
+            # KIP-394: hand out the member id first, so a client that times out and retries
+            # does not leave a ghost member behind.
+            group.pending_members[member_id] = asyncio.get_running_loop().call_later(
+                request.session_timeout_ms / 1000, self._expire_pending_member, group,
+                member_id)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        return self._add_member_and_rebalance(group, member_id, request)
+
+    def _join_current_member(self, group: Group,
+                             request: JoinRequest) -> JoinResult | asyncio.Future:
+        member_id = request.member_id
+        if group.state == GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports_protocols(request.protocol_type, request.protocols):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if member_id in group.pending_members:
+            timer = group.pending_members.pop(member_id)
+            if timer is not None:
+                timer.cancel()
+            if request.group_instance_id is not None:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            return self._add_member_and_rebalance(group, member_id, request)
+        error = self._check_member(group, member_id, request.group_instance_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, member_id)
+        member = group.members[member_id]
+        state = group.state
+        if state == GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(group, member, request)
+        if state == GroupState.COMPLETING_REBALANCE:
+            if member.matches(request.protocols):
+                # A duplicate JoinGroup (e.g. a retry after a lost response): same answer.
+                self._schedule_heartbeat(group, member)
+                return self._join_result(group, member)
+            return self._update_member_and_rebalance(group, member, request)
+        if state == GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(request.protocols):
+                # The leader rejoins to pick up metadata changes; so does a member whose
+                # subscription changed: both need a new assignment.
+                return self._update_member_and_rebalance(group, member, request)
+            self._schedule_heartbeat(group, member)
+            return self._join_result(group, member)
+        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+
+    def _join_result(self, group: Group, member: Member, *, leader_id: str | None = None,
+                     with_members: bool | None = None,
+                     skip_assignment: bool = False) -> JoinResult:
+        """A successful JoinGroup answer for the current generation. By default the leader
+        gets the members' metadata, the others an empty list."""
+        if with_members is None:
+            with_members = group.is_leader(member.member_id)
+        return JoinResult(
+            error=ErrorCode.NONE,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=(group.leader_id if leader_id is None else leader_id) or "",
+            skip_assignment=skip_assignment,
+            members=group.current_member_metadata() if with_members else [],
+        )
+
+    def _add_member_and_rebalance(self, group: Group, member_id: str,
+                                  request: JoinRequest) -> asyncio.Future:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            session_timeout_ms=request.session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=list(request.protocols),
+            is_new=True,
+        )
+        future = asyncio.get_running_loop().create_future()
+        member.join_future = future
+        if group.state == GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True  # extends the initial rebalance delay
+        group.add(member)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        return future
+
+    def _update_member_and_rebalance(self, group: Group, member: Member,
+                                     request: JoinRequest) -> asyncio.Future:
+        member.protocols = list(request.protocols)
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        if member.join_future is None:
+            member.join_future = asyncio.get_running_loop().create_future()
+        future = member.join_future
+        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+        return future
+
+    def _replace_static_member(self, group: Group, old_member_id: str, new_member_id_: str,
+                               request: JoinRequest) -> JoinResult | asyncio.Future:
+        """A known group.instance.id joins without a member id (a restarted static member):
+        it takes over the old membership. In a Stable group whose protocol stays the same this
+        needs no rebalance: the member gets its previous assignment (KIP-345)."""
+        instance_id = request.group_instance_id
+        assert instance_id is not None
+        current_leader = group.leader_id
+        member = group.members[old_member_id]
+        # Whatever the old incarnation still waits for is fenced.
+        self._answer_join(member, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
+        self._answer_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.replace_static_member(instance_id, old_member_id, new_member_id_)
+        member.protocols = list(request.protocols)
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        self._schedule_heartbeat(group, member)
+        state = group.state
+        if state == GroupState.STABLE:
+            if group.protocol_name != group.select_protocol():
+                future = asyncio.get_running_loop().create_future()
+                member.join_future = future
+                self._prepare_rebalance(group, f"static member {instance_id} rejoined with "
+                                               "a change of protocol")
+                return future
+            assignment = {m.member_id: m.assignment for m in group.members.values()}
+            error = self.manager.store_group(group, assignment)
+            if error != ErrorCode.NONE:
+                group.replace_static_member(instance_id, new_member_id_, old_member_id)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                return JoinResult(error, UNKNOWN_MEMBER_ID)
+            log.info("static member %s of group %s rejoined as %s without a rebalance",
+                     instance_id, group.group_id, new_member_id_)
+            if group.is_leader(new_member_id_) and request.supports_skip_assignment:
+                # KIP-814: the leader learns it leads, but must not compute a new assignment.
+                return self._join_result(group, member, with_members=True,
+                                         skip_assignment=True)
+            # Older clients get the previous leader id, so the restarted leader does not
+            # assign (its SyncGroup would not be propagated by a Stable group).
+            return self._join_result(group, member, leader_id=current_leader or "",
+                                     with_members=False)
+        future = asyncio.get_running_loop().create_future()
+        member.join_future = future
+        if state == GroupState.COMPLETING_REBALANCE:
+            # The leader may already be assigning to the old member id: start over.
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined while the "
+                                           "group was completing a rebalance")
+        return future
+
+    # ------------------------------------------------------------------------------ rebalance
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+        group.pending_sync.clear()
+        was_empty = group.state == GroupState.EMPTY
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.time_ms())
+        log.info("preparing to rebalance group %s in state PreparingRebalance with old "
+                 "generation %d (reason: %s)", group.group_id, group.generation_id, reason)
+        if was_empty:
+            # KIP-134: give the other members of a starting group a moment to join too.
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            group.initial_delay_active = True
+            self._schedule_join_timer(group, delay, self._initial_join_expired, group, delay,
+                                      remaining)
+        else:
+            self._schedule_join_timer(group, group.rebalance_timeout_ms(), self._complete_join,
+                                      group)
+
+    def _schedule_join_timer(self, group: Group, delay_ms: int,
+                             callback: Callable[..., None], *args: Any) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        group.join_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, callback,
+                                                                 *args)
+
+    def _initial_join_expired(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
+        if group.new_member_added and remaining_ms > 0:
+            group.new_member_added = False
+            next_delay = min(delay_ms, remaining_ms)
+            self._schedule_join_timer(group, next_delay, self._initial_join_expired, group,
+                                      next_delay, max(remaining_ms - delay_ms, 0))
+            return
+        group.initial_delay_active = False
+        self._complete_join(group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay_active \
+                and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        """The join phase ends (everyone rejoined, or the rebalance timeout passed)."""
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+            group.join_timer = None
+        group.initial_delay_active = False
+        for member in group.not_yet_rejoined():
+            # Dynamic members that did not rejoin are out; static ones keep their place until
+            # their session times out.
+            if not member.is_static:
+                self._cancel_heartbeat(member)
+                group.remove(member.member_id)
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that have not rejoined are left: wait for them.
+            self._schedule_join_timer(group, group.rebalance_timeout_ms(), self._complete_join,
+                                      group)
+            return
+        group.init_next_generation(self.time_ms())
+        if group.state == GroupState.EMPTY:
+            error = self.manager.store_group(group, {})
+            if error != ErrorCode.NONE:
+                log.warning("could not persist the empty generation %d of group %s: %s",
+                            group.generation_id, group.group_id, error.name)
+            return
+        log.info("stabilized group %s generation %d (protocol %s) with %d members",
+                 group.group_id, group.generation_id, group.protocol_name, len(group.members))
+        for member in group.members.values():
+            self._answer_join(member, self._join_result(group, member))
+            member.is_new = False
+            self._schedule_heartbeat(group, member)
+        # Members that do not send SyncGroup within the rebalance timeout are removed.
+        group.pending_sync = set(group.members)
+        group.sync_timer = asyncio.get_running_loop().call_later(
+            group.rebalance_timeout_ms() / 1000, self._pending_sync_expired, group,
+            group.generation_id)
+
+    def _pending_sync_expired(self, group: Group, generation_id: int) -> None:
+        group.sync_timer = None
+        if group.generation_id != generation_id or not group.pending_sync or group.state not in (
+                GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        missing = sorted(group.pending_sync)
+        group.pending_sync.clear()
+        for member_id in missing:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._cancel_heartbeat(member)
+                self._answer_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+                group.remove(member_id)
+        self._prepare_rebalance(group, f"members {missing} did not send SyncGroup in time")
+
+    def _expire_pending_member(self, group: Group, member_id: str) -> None:
+        if member_id not in group.pending_members:
+            return
+        del group.pending_members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+
+    # ------------------------------------------------------------------------------ answers
+
+    @staticmethod
+    def _answer_join(member: Member, result: JoinResult) -> None:
+        future, member.join_future = member.join_future, None
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    @staticmethod
+    def _answer_sync(member: Member, result: SyncResult) -> None:
+        future, member.sync_future = member.sync_future, None
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            if member.awaiting_sync:
+                self._answer_sync(member, SyncResult(error, group.protocol_type,
+                                                     group.protocol_name, member.assignment))
+                self._schedule_heartbeat(group, member)
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    # ------------------------------------------------------------------------------ sessions
+
+    def _schedule_heartbeat(self, group: Group, member: Member) -> None:
+        self._cancel_heartbeat(member)
+        member.heartbeat_timer = asyncio.get_running_loop().call_later(
+            member.session_timeout_ms / 1000, self._session_expired, group, member)
+
+    @staticmethod
+    def _cancel_heartbeat(member: Member) -> None:
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+
+    def _session_expired(self, group: Group, member: Member) -> None:
+        member.heartbeat_timer = None
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.awaiting_join or member.awaiting_sync:
+            return  # the rebalance timeout of the phase it waits in covers it
+        log.info("member %s in group %s has failed, removing it from the group",
+                 member.member_id, group.group_id)
+        self._remove_member_and_update_group(group, member,
+                                             f"session of member {member.member_id} expired")
+
+    def _remove_member_and_update_group(self, group: Group, member: Member,
+                                        reason: str) -> None:
+        self._answer_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID))
+        self._answer_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._cancel_heartbeat(member)
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.state == GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+
+    # ------------------------------------------------------------------------------ SyncGroup
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None, protocol_type: str | None,
+                         protocol_name: str | None,
+                         assignments: Mapping[str, bytes]) -> SyncResult:
+        error = self._check(group_id)
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state == GroupState.DEAD:
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        error = self._check_member(group, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        member = group.members[member_id]
+        if group.state == GroupState.EMPTY:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        group.pending_sync.discard(member_id)
+        if group.state == GroupState.STABLE:
+            self._schedule_heartbeat(group, member)
+            return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
+                              member.assignment)
+        # CompletingRebalance: wait for the leader's assignment.
+        future = member.sync_future or asyncio.get_running_loop().create_future()
+        member.sync_future = future
+        if group.is_leader(member_id):
+            assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
+            error = self.manager.store_group(group, assignment)
+            if group.state == GroupState.COMPLETING_REBALANCE \
+                    and group.generation_id == generation_id:
+                if error != ErrorCode.NONE:
+                    self._reset_and_propagate_assignment_error(group, error)
+                    self._maybe_prepare_rebalance(group, "the assignment could not be stored")
+                else:
+                    for mid, data in assignment.items():
+                        group.members[mid].assignment = data
+                    self._propagate_assignment(group, ErrorCode.NONE)
+                    group.transition_to(GroupState.STABLE, self.time_ms())
+        return await asyncio.shield(future)
+
+    # ------------------------------------------------------------------------------ Heartbeat
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        error = self._check(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._check_member(group, member_id, group_instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if group.state == GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            self._schedule_heartbeat(group, member)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_heartbeat(group, member)
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------------------ LeaveGroup
+
+    def leave_group(self, group_id: str, members: Iterable[LeavingMember],
+                    reason: str | None = None) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Top-level error and one error per leaving (member id, instance id)."""
+        leaving = list(members)
+        error = self._check(group_id)
+        if error != ErrorCode.NONE:
+            return error, [error] * len(leaving)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, \
+                [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(leaving)
+        return ErrorCode.NONE, [self._leave(group, member_id, instance_id, reason)
+                                for member_id, instance_id in leaving]
+
+    def _leave(self, group: Group, member_id: str, instance_id: str | None,
+               reason: str | None) -> ErrorCode:
+        if member_id == UNKNOWN_MEMBER_ID:
+            # KIP-345: an admin removes a static member by its instance id.
+            known = group.static_member_id(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member_id = known
+        elif group.is_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id in group.pending_members:
+            timer = group.pending_members.pop(member_id)
+            if timer is not None:
+                timer.cancel()
+            if group.state == GroupState.PREPARING_REBALANCE:
+                self._maybe_complete_join(group)
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        log.info("member %s leaves group %s (reason: %s)", member_id, group.group_id, reason)
+        self._remove_member_and_update_group(group, member, f"member {member_id} left "
+                                                            f"(reason: {reason})")
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------------------ offsets
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int,
+                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       ) -> dict[TopicPartition, ErrorCode]:
+        def all_failed(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, error)
+
+        error = self._check(group_id, allow_empty_id=True)
+        if error != ErrorCode.NONE:
+            return all_failed(error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_failed(ErrorCode.ILLEGAL_GENERATION)
+            # A group that uses Kafka only to store offsets (assign mode, tools).
+            group = self.manager.add_group(Group(group_id, state_timestamp_ms=self.time_ms()))
+        error = self._check_offset_commit(group, member_id, group_instance_id, generation_id)
+        if error != ErrorCode.NONE:
+            return all_failed(error)
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            # The member has its JoinGroup answer but not its assignment yet.
+            return all_failed(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            # Commits stay allowed while preparing: eager consumers commit before rejoining.
+            self._schedule_heartbeat(group, group.members[member_id])
+        max_size = self.config.max_metadata_size
+        valid = {tp: offset for tp, offset in offsets.items()
+                 if len(offset.metadata.encode()) <= max_size}
+        results = all_failed(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+        if valid:
+            error = self.manager.store_offsets(group, valid)
+            results.update(dict.fromkeys(valid, error))
+        return results
+
+    def _check_offset_commit(self, group: Group, member_id: str, group_instance_id: str | None,
+                             generation_id: int) -> ErrorCode:
+        """Kafka's validateOffsetCommit."""
+        if group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._check_member(group, member_id, group_instance_id)
+            if error != ErrorCode.NONE:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
+        if group.state != GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit to a live group
+        return ErrorCode.NONE
+
+    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
+                      require_stable: bool = False,
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """The committed offsets of `partitions` (None: all the group has); None for a
+        partition without one. `require_stable` needs nothing to wait for as long as there are
+        no transactional offset commits."""
+        error = self._check(group_id, allow_empty_id=True)
+        if error != ErrorCode.NONE:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        offsets = group.offsets if group is not None and group.state != GroupState.DEAD else {}
+        wanted = list(offsets) if partitions is None else list(partitions)
+        return ErrorCode.NONE, {tp: offsets.get(tp) for tp in wanted}
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: offsets of an Empty group, or of topics a live consumer group does
+        not subscribe to."""
+        error = self._check(group_id)
+        if error != ErrorCode.NONE:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        wanted = list(dict.fromkeys(partitions))
+        results: dict[TopicPartition, ErrorCode] = {}
+        if group.state == GroupState.EMPTY:
+            eligible = wanted
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = group.subscribed_topics()
+            eligible = []
+            for tp in wanted:
+                # Unknown subscriptions count as subscribed to everything.
+                if subscribed is None or tp.topic in subscribed:
+                    results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        if eligible:
+            self.manager.cleanup_group(group, eligible)
+            results.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        return ErrorCode.NONE, {tp: results[tp] for tp in wanted}
+
+    def remove_offsets_of_topics(self, topics: set[str]) -> int:
+        """Deleted topics take their committed offsets with them."""
+        removed = 0
+        for group in list(self.manager.groups.values()):
+            if self.manager.partition_for(group.group_id) not in self.manager.owned:
+                continue
+            gone = [tp for tp in group.offsets if tp.topic in topics]
+            if gone:
+                removed += self.manager.cleanup_group(group, gone)
+        return removed
+
+    def _schedule_offset_expiration(self) -> None:
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        self._expiration_timer = asyncio.get_running_loop().call_later(
+            interval, self._run_offset_expiration)
+
+    def _run_offset_expiration(self) -> None:
+        try:
+            self.expire_offsets()
+        except Exception:
+            log.exception("offset expiration failed")
+        if self._active:
+            self._schedule_offset_expiration()
+
+    def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Removes expired offsets (and the Empty groups they leave with none); returns how
+        many offsets expired."""
+        now = self.time_ms() if now_ms is None else now_ms
+        removed = 0
+        for group in list(self.manager.groups.values()):
+            if self.manager.partition_for(group.group_id) not in self.manager.owned:
+                continue
+            removed += self.manager.cleanup_group(
+                group, group.expired_offsets(now, self.config.offsets_retention_ms))
+        if removed:
+            log.info("removed %d expired offsets", removed)
+        return removed
+
+    # ------------------------------------------------------------------------------ admin
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        dead = GroupSummary(group_id, GroupState.DEAD.value, "", "", [])
+        error = self._check(group_id, allow_empty_id=True)
+        if error != ErrorCode.NONE:
+            return error, dead
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.NONE, dead
+        stable = group.state == GroupState.STABLE
+        members = [
+            MemberSummary(
+                member.member_id, member.group_instance_id, member.client_id,
+                member.client_host,
+                member.metadata(group.protocol_name) if stable else b"",
+                member.assignment if stable else b"")
+            for member in group.members.values()
+        ]
+        return ErrorCode.NONE, GroupSummary(
+            group_id, group.state.value, group.protocol_type or "",
+            (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[GroupOverview]]:
+        wanted = {state.lower() for state in states}
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading \
+            else ErrorCode.NONE
+        out = [
+            GroupOverview(group.group_id, group.protocol_type or "", group.state.value)
+            for group in self.manager.groups.values()
+            if group.state != GroupState.DEAD
+            and (not wanted or group.state.value.lower() in wanted)
+        ]
+        return error, out
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            error = self._check(group_id, allow_empty_id=True)
+            if error != ErrorCode.NONE:
+                results[group_id] = error
+                continue
+            group = self.manager.get_group(group_id)
+            if group is None or group.state == GroupState.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state != GroupState.EMPTY:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                group.transition_to(GroupState.DEAD, self.time_ms())
+                self.manager.cleanup_group(group, list(group.offsets))
+                results[group_id] = ErrorCode.NONE
+        return results
