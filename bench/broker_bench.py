@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from broker_process import BrokerProcess, free_port, wait_until  # noqa: E402
+from broker_process import BrokerProcess, free_port, wait_until
 
 NAME = "broker"
 RECORD_SIZE = 100

@@ -61,7 +61,7 @@ def run(quick: bool = False) -> str:
     rows = []
     for record_size in (100, 1000):
         frame = _produce_frame(record_size, MIB)
-        seconds = _best(lambda: _decode_validate(frame), repeat, number)
+        seconds = _best(lambda frame=frame: _decode_validate(frame), repeat, number)
         rows.append((f"decode + validate Produce v9, 1 MiB batch of {record_size} B records",
                      seconds))
     records = _produce_frame(1000, MIB)[-MIB:]  # any 1 MiB of bytes: the encoder copies them

@@ -93,12 +93,11 @@ class BrokerProcess:
 
     def start(self, timeout: float = 60) -> BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [*ODRADEK, "server-start", str(self.config_path)],
-            stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
-        )
-        log_file.close()
+        with open(self.log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(
+                [*ODRADEK, "server-start", str(self.config_path)],
+                stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+            )
 
         def ready() -> bool:
             if self.proc.poll() is not None:

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker_process import BrokerProcess  # noqa: E402
+from broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import socket
 import struct
 
 import pytest
-
 from broker_process import _recv_exact, api_versions_ok
+
 from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode

@@ -42,7 +42,13 @@ from odradek.server.network import (
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
-from odradek.storage.config import TOPIC_CONFIGS, ConfigType, LogConfig, format_value, validate_topic_props
+from odradek.storage.config import (
+    TOPIC_CONFIGS,
+    ConfigType,
+    LogConfig,
+    format_value,
+    validate_topic_props,
+)
 
 log = logging.getLogger("odradek.broker")
 
@@ -97,7 +103,6 @@ class Broker:
         self.quorum: MetadataQuorum | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None  # group coordinator
-        self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._admin_lock = asyncio.Lock()
         self._producer_ids: list[int] | None = None  # [next, end) of our current block
@@ -217,7 +222,6 @@ class Broker:
             self.log_manager.close()
         if self.quorum is not None:
             self.quorum.log.close()
-        self._stopped.set()
         log.info("Odradek broker %d shut down", self.node_id)
 
     # -- request dispatch
@@ -340,14 +344,6 @@ class Broker:
                 doc=d.documentation,
                 synonyms=[(syn.name, syn.value, int(syn.source)) for syn in d.synonyms]))
         return entries
-
-
-async def serve(config: Any, ready: asyncio.Event | None = None) -> Broker:
-    broker = Broker(config)
-    await broker.start()
-    if ready is not None:
-        ready.set()
-    return broker
 
 
 def run(config: Any) -> int:

@@ -12,8 +12,9 @@ import itertools
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol import framing
-from odradek.protocol.errors import DecodeError, FrameTooLargeError, ProtocolError, UnsupportedVersionError
+from odradek.protocol.errors import (
+    DecodeError,
+    FrameTooLargeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 
 log = logging.getLogger("odradek.network")
 

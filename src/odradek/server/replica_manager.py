@@ -18,8 +18,8 @@ from typing import Any
 
 from odradek.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.server.purgatory import Purgatory
 from odradek.protocol.records import BATCH_HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
+from odradek.server.purgatory import Purgatory
 from odradek.storage.config import LogConfig
 from odradek.storage.producer_state import ProducerStateManager
 
