@@ -164,7 +164,8 @@ class OptionParser:
             right_lines: list[str] = []
             for paragraph in description.split("\n"):
                 right_lines.extend(textwrap.wrap(paragraph, _RIGHT_WIDTH - 2,
-                                                 break_on_hyphens=False) or [""])
+                                                 break_on_hyphens=False,
+                                                 break_long_words=False) or [""])
             right_lines = right_lines[:1] + ["  " + line for line in right_lines[1:]]
             for row in range(max(len(left_lines), len(right_lines))):
                 left_part = left_lines[row] if row < len(left_lines) else ""
@@ -234,3 +235,34 @@ def read_text_file(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} (No such file or directory)") from None
+
+
+def admin_props(options: ParsedOptions, bootstrap: str,
+                config_option: str = "command-config") -> dict[str, Any]:
+    """Admin client properties: the ``--command-config`` file, then the bootstrap servers."""
+    props: dict[str, Any] = {}
+    if options.has(config_option):
+        props.update(load_properties_file(options.value(config_option)))
+    props["bootstrap.servers"] = bootstrap
+    return props
+
+
+# Kafka's exception class names that do not follow from the error code's name.
+_JAVA_EXCEPTIONS = {
+    "INVALID_CONFIG": "InvalidConfigurationException",
+    "REQUEST_TIMED_OUT": "TimeoutException",
+    "NETWORK_EXCEPTION": "NetworkException",
+    "UNKNOWN_SERVER_ERROR": "UnknownServerException",
+    "CORRUPT_MESSAGE": "CorruptRecordException",
+    "MESSAGE_TOO_LARGE": "RecordTooLargeException",
+    "INVALID_TOPIC_EXCEPTION": "InvalidTopicException",
+}
+
+
+def java_error(error: Any) -> str:
+    """A KafkaError as Java prints the matching exception:
+    ``org.apache.kafka.common.errors.OffsetOutOfRangeException: <message>``."""
+    name = error.code.name
+    simple = _JAVA_EXCEPTIONS.get(name) or \
+        "".join(part.capitalize() for part in name.split("_")) + "Exception"
+    return f"org.apache.kafka.common.errors.{simple}: {error.message}"

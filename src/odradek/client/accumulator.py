@@ -16,6 +16,7 @@ thousand.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import threading
@@ -56,6 +57,7 @@ Callback = Callable[["RecordMetadata | None", "KafkaError | None"], Any]
 # Where the producer fields sit in a v2 batch header (inside the CRC range).
 _PRODUCER_FIELDS = struct.Struct(">qhi")
 _PRODUCER_FIELDS_OFFSET = 43
+_batch_order = itertools.count()
 # Kafka's fudge factor on the estimated compressed size of an open batch.
 _COMPRESSION_ESTIMATION_FACTOR = 1.05
 
@@ -191,14 +193,29 @@ class ProducerBatch:
     """Records for one partition, sent together."""
 
     __slots__ = (
-        "attempts", "buffer_bytes", "builder", "callbacks", "created", "deadline", "full",
-        "payload", "producer_epoch", "producer_id", "record_count", "result", "retry_at",
-        "base_sequence", "tp",
+        "attempts",
+        "base_sequence",
+        "buffer_bytes",
+        "builder",
+        "callbacks",
+        "created",
+        "deadline",
+        "full",
+        "order",
+        "payload",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "result",
+        "retry_at",
+        "tp",
     )
 
     def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now: float,
                  delivery_timeout_s: float) -> None:
         self.tp = tp
+        #: creation order (a counter: clock readings can tie)
+        self.order = next(_batch_order)
         self.builder: RecordBatchBuilder | None = builder
         self.result = ProduceResult(tp)
         self.callbacks: list[tuple[Callback, RecordFuture]] = []
@@ -310,12 +327,13 @@ class RecordAccumulator:
 
     def append(self, tp: TopicPartition, timestamp: int, key: bytes | None,
                value: bytes | None, headers: list[Header] | None, callback: Callback | None,
-               size: int, now: float) -> tuple[RecordFuture, bool]:
+               size: int) -> tuple[RecordFuture, bool]:
         """Add a record to its partition's open batch (opening one if needed).
 
         Returns the record's future and whether the sender should be woken (a batch was
         opened or filled). Raises `BufferFull` when ``buffer.memory`` is used up.
         """
+        ratio = self._ratio(tp.topic)
         with self.lock:
             if self.used_bytes + size > self.buffer_memory and self.used_bytes > 0:
                 raise BufferFull(size)
@@ -323,16 +341,17 @@ class RecordAccumulator:
             if queue is None:
                 queue = self._queues[tp] = deque()
             batch = queue[-1] if queue else None
+            builder = None if batch is None else batch.builder
             wake = False
-            if batch is None or batch.builder is None or batch.full or (
-                    batch.record_count and self._would_overflow(batch, size)):
+            if builder is None or batch.full or (  # type: ignore[union-attr]
+                    (builder.size_estimate + size) * ratio > self.batch_size):
                 if batch is not None:
                     batch.full = True
-                batch = self._new_batch(tp, now)
+                batch = self._new_batch(tp, time.monotonic())
+                builder = batch.builder
                 queue.append(batch)
                 wake = True
-            builder = batch.builder
-            assert builder is not None
+            assert batch is not None and builder is not None
             relative = builder.append(timestamp, key, value, headers or ())
             future = RecordFuture(batch.result, relative, timestamp,
                                   -1 if key is None else len(key),
@@ -342,7 +361,7 @@ class RecordAccumulator:
             batch.record_count += 1
             batch.buffer_bytes += size
             self.used_bytes += size
-            if builder.size_estimate * self._ratio(tp.topic) >= self.batch_size:
+            if builder.size_estimate * ratio >= self.batch_size:
                 batch.full = True
                 wake = True
             return future, wake
@@ -351,11 +370,6 @@ class RecordAccumulator:
         if self.compression == Compression.NONE:
             return 1.0
         return self._ratios.get(topic, 1.0) * _COMPRESSION_ESTIMATION_FACTOR
-
-    def _would_overflow(self, batch: ProducerBatch, size: int) -> bool:
-        assert batch.builder is not None
-        return (batch.builder.size_estimate + size) * self._ratio(batch.tp.topic) > \
-            self.batch_size
 
     def _new_batch(self, tp: TopicPartition, now: float) -> ProducerBatch:
         builder = RecordBatchBuilder(compression=self.compression,
@@ -473,20 +487,16 @@ class RecordAccumulator:
         self._ratios[topic] = estimate
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
-        """Put a batch back at the head of its queue for a retry, in sequence order (batches
-        with sequence numbers before the ones still without)."""
+        """Put a batch back into its queue for a retry, in creation order: before younger
+        batches, after older ones being retried too. (Sequence numbers are given in queue
+        order, so this is also sequence order.)"""
         batch.retry_at = retry_at
         with self.lock:
             queue = self._queues.get(batch.tp)
             if queue is None:
                 queue = self._queues[batch.tp] = deque()
-            index = 0
-            if batch.base_sequence is not None:
-                for index, queued in enumerate(queue):  # noqa: B007 (index used below)
-                    if queued.base_sequence is None or queued.base_sequence > batch.base_sequence:
-                        break
-                else:
-                    index = len(queue)
+            index = next((i for i, queued in enumerate(queue) if queued.order > batch.order),
+                         len(queue))
             queue.insert(index, batch)
 
     def queued_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
@@ -502,14 +512,18 @@ class RecordAccumulator:
         expired: list[ProducerBatch] = []
         with self.lock:
             for queue in self._queues.values():
-                while queue and queue[0].deadline <= now:
-                    expired.append(queue.popleft())
-                # Later batches are younger, except retries at the head: check them all.
-                if any(batch.deadline <= now for batch in queue):
-                    kept = [batch for batch in queue if batch.deadline > now]
-                    expired.extend(batch for batch in queue if batch.deadline <= now)
-                    queue.clear()
-                    queue.extend(kept)
+                # Retried batches sit at the head; behind them batches are in creation order,
+                # so the scan stops at the first live batch that was never sent.
+                index = 0
+                while index < len(queue):
+                    batch = queue[index]
+                    if batch.deadline <= now:
+                        del queue[index]
+                        expired.append(batch)
+                    elif batch.attempts == 0:
+                        break
+                    else:
+                        index += 1
         return expired
 
     def abort_all(self) -> list[ProducerBatch]:

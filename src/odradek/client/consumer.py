@@ -229,18 +229,18 @@ class AsyncConsumer:
         known yet)."""
         tp = TopicPartition(*partition)
         state = self.subscriptions.require(tp)
-        deadline = Deadline(self.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+        limit_ms = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = Deadline(limit_ms)
         while not state.has_valid_position:
             task = self._ensure_positions()
-            if task is None:
+            if task is None:  # backing off after a failed lookup
                 await asyncio.sleep(min(0.05, deadline.remaining_ms() / 1000))
             else:
                 await asyncio.wait([task], timeout=deadline.remaining_ms() / 1000)
                 self._ensure_positions()  # raises the task's error, if any
             if deadline.expired() and not state.has_valid_position:
-                raise KafkaTimeoutError(f"Timeout of {deadline_ms(timeout_ms, self)}ms expired "
-                                        f"before the position for partition {tp} could be "
-                                        "determined")
+                raise KafkaTimeoutError(f"Timeout of {limit_ms:.0f}ms expired before the "
+                                        f"position for partition {tp} could be determined")
         assert state.position is not None
         return state.position
 
@@ -406,8 +406,11 @@ class AsyncConsumer:
         return found
 
     async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (the broker creates a missing topic when it
+        auto-creates topics and ``allow.auto.create.topics`` is true, as in Kafka)."""
         metadata = await self.cluster.refresh_metadata(
-            {topic} | set(self.cluster.metadata.topics), allow_auto_topic_creation=False)
+            {topic} | set(self.cluster.metadata.topics),
+            allow_auto_topic_creation=self.config["allow.auto.create.topics"])
         for entry in metadata.topics:
             if entry.name == topic and entry.error_code == ErrorCode.NONE:
                 return sorted(p.partition_index for p in entry.partitions)
@@ -456,10 +459,6 @@ class AsyncConsumer:
         await asyncio.gather(*(t for t in (self._metadata_task, self._positions_task)
                                if t is not None), return_exceptions=True)
         await self.cluster.close()
-
-
-def deadline_ms(timeout_ms: float | None, consumer: AsyncConsumer) -> int:
-    return int(consumer.default_api_timeout_ms if timeout_ms is None else timeout_ms)
 
 
 async def _invoke(method: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:

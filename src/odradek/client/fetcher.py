@@ -188,8 +188,8 @@ class CompletedFetch:
         self.log_start_offset = partition.log_start_offset
         self.data = partition.records if partition.records is not None else b""
         aborted = partition.aborted_transactions or []
-        self._aborted = collections.deque(sorted(((a.first_offset, a.producer_id)
-                                                  for a in aborted)))
+        self._aborted = collections.deque(sorted((a.first_offset, a.producer_id)
+                                                  for a in aborted))
         self._aborted_pids: set[int] = set()
         self._batches: Any = None
         self._pending: list[Any] = []

@@ -345,7 +345,7 @@ class AsyncProducer:
             try:
                 return self.append(topic, partition, timestamp_ms, callback, *record)
             except _MetadataNeeded:
-                await self.wait_on_metadata(topic, deadline)
+                await self.wait_on_metadata(topic, deadline, partition)
             except BufferFull as full:
                 await self._wait_for_space(full.size, deadline)
 
@@ -392,26 +392,25 @@ class AsyncProducer:
         if topic_metadata is None or not topic_metadata.partitions:
             raise _MetadataNeeded(topic)
         count = len(topic_metadata.partitions)
-        sticky = False
+        available = None
         if partition is not None:
-            if not 0 <= partition < count:
+            if partition < 0:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Invalid partition given with record: {partition} is not in "
                                  f"the range [0...{count}).")
+            if partition >= count:
+                raise _MetadataNeeded(topic)  # the topic may have grown: look again
         elif key is not None and not self.ignore_keys:
             partition = partition_for_key(key, count)
         else:
-            partition = self.partitioner.partition(topic, count,
-                                                   self._available_partitions(topic_metadata))
-            sticky = True
+            available = self._available_partitions(topic_metadata)
+            partition = self.partitioner.partition(topic, count, available)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        tp = TopicPartition(topic, partition)
-        future, wake = self.accumulator.append(tp, timestamp_ms, key, value, headers, callback,
-                                               size, time.monotonic())
-        if sticky:
-            self.partitioner.on_append(topic, partition, size, count,
-                                       self._available_partitions(topic_metadata))
+        future, wake = self.accumulator.append(TopicPartition(topic, partition), timestamp_ms,
+                                               key, value, headers, callback, size)
+        if available is not None:
+            self.partitioner.on_append(topic, partition, size, count, available)
         if wake:
             self.wake()
         return future
@@ -425,19 +424,26 @@ class AsyncProducer:
         self._available[topic_metadata.name] = (topic_metadata, available)
         return available
 
-    async def wait_on_metadata(self, topic: str, deadline: Deadline) -> TopicMetadata:
-        """Refresh the metadata until `topic` has partitions (Kafka's waitOnMetadata);
-        topics are created by the broker when it auto-creates them."""
+    async def wait_on_metadata(self, topic: str, deadline: Deadline,
+                               partition: int | None = None) -> TopicMetadata:
+        """Refresh the metadata until `topic` has partitions (and `partition`, when given)
+        (Kafka's waitOnMetadata); the broker creates topics it auto-creates."""
         attempts = 0
         while True:
             topic_metadata = self.cluster.metadata.topics.get(topic)
-            if topic_metadata is not None and topic_metadata.partitions:
+            if topic_metadata is not None and topic_metadata.partitions and (
+                    partition is None or partition < len(topic_metadata.partitions)):
                 return topic_metadata
             if topic_metadata is not None and topic_metadata.error != ErrorCode.NONE and \
                     not topic_metadata.error.retriable:
                 raise KafkaError(topic_metadata.error, f"Topic {topic}: "
                                  f"{topic_metadata.error.message}")
             if deadline.expired():
+                if topic_metadata is not None and topic_metadata.partitions:
+                    raise KafkaTimeoutError(
+                        f"Partition {partition} of topic {topic} with partition count "
+                        f"{len(topic_metadata.partitions)} is not present in metadata after "
+                        f"{self.max_block_ms} ms.")
                 raise KafkaTimeoutError(f"Topic {topic} not present in metadata after "
                                         f"{self.max_block_ms} ms.")
             if attempts:
@@ -926,12 +932,16 @@ class Producer(SyncFacade[AsyncProducer]):
         """Queue a record (see `AsyncProducer.send`); blocks only for metadata or memory."""
         core = self._async
         record = core.serialize(topic, key, value, headers)
+        try:
+            return core.append(topic, partition, timestamp_ms, callback, *record)
+        except (_MetadataNeeded, BufferFull):
+            pass  # the slow path: wait for metadata or memory, then try again
         deadline = Deadline(core.max_block_ms)
         while True:
             try:
                 return core.append(topic, partition, timestamp_ms, callback, *record)
             except _MetadataNeeded:
-                self._run(core.wait_on_metadata(topic, deadline))
+                self._run(core.wait_on_metadata(topic, deadline, partition))
             except BufferFull as full:
                 core.wake()
                 if not core.accumulator.wait_for_space(full.size,

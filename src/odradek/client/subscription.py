@@ -30,8 +30,8 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetResetStrategy",
     "OffsetStore",
-    "PendingGroupOffsetStore",
     "PartitionState",
+    "PendingGroupOffsetStore",
     "SubscriptionState",
 ]
 

@@ -28,7 +28,8 @@ from odradek.coordinator.group import (
     TopicPartition,
     new_member_id,
 )
-from odradek.coordinator.metadata_manager import GroupMetadataManager
+from odradek.coordinator.metadata_manager import GroupMetadataManager, is_empty
+from odradek.coordinator.records import LoadedPartition
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.group")
@@ -164,17 +165,23 @@ class GroupCoordinator:
         for partition in list(self.manager.owned | self.manager.loading):
             self.resign(partition)
 
-    def elect(self, partition: int, log_: Any) -> asyncio.Task[Any]:
+    def elect(self, partition: int, log_: Any) -> asyncio.Future[Any]:
         """This broker now leads offsets partition `partition` (whose storage log is `log_`):
-        load its groups in the background."""
-        task = asyncio.get_running_loop().create_task(self._load(partition, log_))
+        its groups load in the background; an empty partition is ready at once."""
+        generation = self.manager.start_loading(partition)
+        if is_empty(log_):
+            self.manager.install(partition, generation, LoadedPartition())
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        task = asyncio.get_running_loop().create_task(self._load(partition, log_, generation))
         self._loads.add(task)
         task.add_done_callback(self._loads.discard)
         return task
 
-    async def _load(self, partition: int, log_: Any) -> None:
+    async def _load(self, partition: int, log_: Any, generation: int) -> None:
         try:
-            groups = await self.manager.load_partition(partition, log_)
+            groups = await self.manager.load_partition(partition, log_, generation)
         except Exception:
             log.exception("loading offsets partition %d failed", partition)
             return
@@ -354,7 +361,8 @@ class GroupCoordinator:
         if group.state == GroupState.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True  # extends the initial rebalance delay
         group.add(member)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id} (client reason: "
+                                             f"{request.reason})")
         return future
 
     def _update_member_and_rebalance(self, group: Group, member: Member,
@@ -365,7 +373,8 @@ class GroupCoordinator:
         if member.join_future is None:
             member.join_future = asyncio.get_running_loop().create_future()
         future = member.join_future
-        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id} "
+                                             f"(client reason: {request.reason})")
         return future
 
     def _replace_static_member(self, group: Group, old_member_id: str, new_member_id_: str,

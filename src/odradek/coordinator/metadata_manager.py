@@ -60,6 +60,10 @@ def kafka_abs(value: int) -> int:
     return 0 if value == -(1 << 31) else abs(value)
 
 
+def is_empty(log_: Any) -> bool:
+    return log_.log_end_offset <= log_.log_start_offset
+
+
 def append_error(error: ErrorCode, *, for_offsets: bool) -> ErrorCode:
     """The coordinator error a client sees for a failed append (Kafka's mapping)."""
     if error in _NOT_AVAILABLE_ON_APPEND:
@@ -103,26 +107,21 @@ class GroupMetadataManager:
     def is_loading(self) -> bool:
         return bool(self.loading)
 
-    async def load_partition(self, partition: int, log_: Any) -> list[Group]:
-        """Becomes the coordinator of `partition`: replays its log (off the event loop) and
-        returns the groups it holds. Requests for those groups answer
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+    def start_loading(self, partition: int) -> int:
+        """Marks `partition` as loading (requests for its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS); returns the token `install` checks."""
         generation = self._load_generation.get(partition, 0) + 1
         self._load_generation[partition] = generation
         self.loading.add(partition)
         self.owned.discard(partition)
-        started = self.time_ms()
-        try:
-            if log_.log_end_offset > log_.log_start_offset:
-                loaded = await asyncio.to_thread(self._replay, log_)
-            else:
-                loaded = LoadedPartition()
-        except Exception:
-            if self._load_generation.get(partition) == generation:
-                self.loading.discard(partition)
-            raise
+        return generation
+
+    def install(self, partition: int, generation: int,
+                loaded: LoadedPartition) -> list[Group]:
+        """Makes this broker the coordinator of `partition` with the groups replayed from it;
+        nothing happens if the partition was unloaded or reloaded since `start_loading`."""
         if self._load_generation.get(partition) != generation:
-            return []  # unloaded (or reloaded) meanwhile
+            return []
         self.loading.discard(partition)
         self.owned.add(partition)
         now = self.time_ms()
@@ -133,8 +132,25 @@ class GroupMetadataManager:
             group = loaded.build_group(group_id, now)
             self.groups[group_id] = group
             groups.append(group)
+        return groups
+
+    async def load_partition(self, partition: int, log_: Any,
+                             generation: int | None = None) -> list[Group]:
+        """Becomes the coordinator of `partition`: replays its log (off the event loop, unless
+        it is empty) and returns the groups it holds."""
+        if generation is None:
+            generation = self.start_loading(partition)
+        started = self.time_ms()
+        try:
+            loaded = await asyncio.to_thread(self._replay, log_) if not is_empty(log_) \
+                else LoadedPartition()
+        except Exception:
+            if self._load_generation.get(partition) == generation:
+                self.loading.discard(partition)
+            raise
+        groups = self.install(partition, generation, loaded)
         log.info("loaded %d groups from %s-%d (%d records) in %d ms", len(groups),
-                 OFFSETS_TOPIC, partition, loaded.records, now - started)
+                 OFFSETS_TOPIC, partition, loaded.records, self.time_ms() - started)
         return groups
 
     def _replay(self, log_: Any) -> LoadedPartition:

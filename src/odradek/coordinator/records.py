@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.coordinator.group import (
     Group,
@@ -101,13 +102,18 @@ def build_batch(records: Iterable[Record], now_ms: int,
 # replay
 
 
+def _decode_value(data: bytes, key_version: int) -> Any:
+    decoded = m.decode_consumer_offsets_value(data, key_version)
+    assert decoded is not None  # only tombstones decode to None
+    return decoded[0]
+
+
 @dataclass
 class LoadedPartition:
     """What replaying one `__consumer_offsets` partition found: the last value per key."""
 
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
-    groups: dict[str, m.GroupMetadataValue] = field(default_factory=dict)
-    removed_groups: set[str] = field(default_factory=set)
+    groups: dict[str, Any] = field(default_factory=dict)  # group id -> GroupMetadataValue
     records: int = 0
     skipped: int = 0
 
@@ -124,7 +130,7 @@ class LoadedPartition:
                 if value_bytes is None:
                     offsets.pop(tp, None)
                 else:
-                    value, _ = m.decode_consumer_offsets_value(value_bytes, key_version)
+                    value = _decode_value(value_bytes, key_version)
                     offsets[tp] = OffsetAndMetadata(
                         offset=value.offset, leader_epoch=value.leader_epoch,
                         metadata=value.metadata, commit_timestamp=value.commit_timestamp,
@@ -132,11 +138,8 @@ class LoadedPartition:
             elif isinstance(key, m.GroupMetadataKey):
                 if value_bytes is None:
                     self.groups.pop(key.group, None)
-                    self.removed_groups.add(key.group)
                 else:
-                    value, _ = m.decode_consumer_offsets_value(value_bytes, key_version)
-                    self.groups[key.group] = value
-                    self.removed_groups.discard(key.group)
+                    self.groups[key.group] = _decode_value(value_bytes, key_version)
             else:
                 # Records of the new consumer group protocol (KIP-848): not ours to replay.
                 self.skipped += 1
@@ -172,6 +175,7 @@ class LoadedPartition:
             group.leader_id = value.leader
             if value.current_state_timestamp >= 0:
                 group.state_timestamp_ms = value.current_state_timestamp
+            stored: Any
             for stored in value.members:
                 member = Member(
                     member_id=stored.member_id,

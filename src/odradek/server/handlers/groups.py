@@ -126,6 +126,12 @@ async def ensure_offsets_topic(broker: Broker) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def _coordinator(broker: Broker) -> GroupCoordinator:
+    coordinator = broker.group_coordinator
+    assert coordinator is not None, "the group coordinator starts with the broker"
+    return coordinator
+
+
 # ------------------------------------------------------------------------------------------
 # FindCoordinator
 
@@ -143,11 +149,12 @@ async def _find_coordinator(broker: Broker, ctx: RequestContext, key_type: int,
         return (error, *no_node)
     image = broker.image
     topic = image.topics_by_name.get(OFFSETS_TOPIC)
-    registration = topic.partitions.get(
-        broker.group_coordinator.manager.partition_for(key)) if topic else None
+    partition = _coordinator(broker).manager.partition_for(key)
+    registration = topic.partitions.get(partition) if topic is not None else None
     leader = image.brokers.get(registration.leader) if registration is not None else None
-    endpoint = leader.endpoint(ctx.listener) if leader is not None and not leader.fenced \
-        else None
+    if leader is None or leader.fenced:
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+    endpoint = leader.endpoint(ctx.listener)
     if endpoint is None:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
     return ErrorCode.NONE, leader.broker_id, endpoint.host, endpoint.port
@@ -177,7 +184,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: m.FindCoord
 async def join_group(broker: Broker, ctx: RequestContext, req: m.JoinGroupRequest):
     version = ctx.api_version
     R = m.JoinGroupResponse
-    result = await broker.group_coordinator.join_group(JoinRequest(
+    result = await _coordinator(broker).join_group(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if version >= 5 else None,
@@ -212,7 +219,7 @@ async def join_group(broker: Broker, ctx: RequestContext, req: m.JoinGroupReques
 
 async def sync_group(broker: Broker, ctx: RequestContext, req: m.SyncGroupRequest):
     version = ctx.api_version
-    result = await broker.group_coordinator.sync_group(
+    result = await _coordinator(broker).sync_group(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if version >= 3 else None,
         req.protocol_type if version >= 5 else None,
@@ -226,7 +233,7 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: m.SyncGroupReques
 
 
 def heartbeat(broker: Broker, ctx: RequestContext, req: m.HeartbeatRequest):
-    error = broker.group_coordinator.heartbeat(
+    error = _coordinator(broker).heartbeat(
         req.group_id, req.member_id, req.group_instance_id if ctx.api_version >= 3 else None,
         req.generation_id)
     return m.HeartbeatResponse(error_code=error)
@@ -241,7 +248,7 @@ def leave_group(broker: Broker, ctx: RequestContext, req: m.LeaveGroupRequest):
         leaving = [(member.member_id, member.group_instance_id) for member in req.members]
         reasons = {member.reason for member in req.members if member.reason}
         reason = ", ".join(sorted(reasons)) or None
-    error, member_errors = broker.group_coordinator.leave_group(req.group_id, leaving, reason)
+    error, member_errors = _coordinator(broker).leave_group(req.group_id, leaving, reason)
     if ctx.api_version < 3:
         return R(error_code=error if error != ErrorCode.NONE else member_errors[0])
     return R(error_code=error, members=[
@@ -261,7 +268,7 @@ def _partition_exists(image: MetadataImage, tp: TopicPartition) -> bool:
 def offset_commit(broker: Broker, ctx: RequestContext, req: m.OffsetCommitRequest):
     version = ctx.api_version
     R = m.OffsetCommitResponse
-    coordinator = broker.group_coordinator
+    coordinator = _coordinator(broker)
     now = coordinator.time_ms()
     retention_ms = req.retention_time_ms if 2 <= version <= 4 else -1
     image = broker.image
@@ -314,7 +321,7 @@ def _by_topic(offsets: dict[TopicPartition, OffsetAndMetadata | None]) -> dict[s
 def offset_fetch(broker: Broker, ctx: RequestContext, req: m.OffsetFetchRequest):
     version = ctx.api_version
     R = m.OffsetFetchResponse
-    coordinator = broker.group_coordinator
+    coordinator = _coordinator(broker)
     if version >= 8:
         groups_out = []
         for group in req.groups:
@@ -365,7 +372,7 @@ def offset_delete(broker: Broker, ctx: RequestContext, req: m.OffsetDeleteReques
                 wanted.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, deleted = broker.group_coordinator.delete_offsets(req.group_id, wanted)
+    error, deleted = _coordinator(broker).delete_offsets(req.group_id, wanted)
     if error != ErrorCode.NONE:
         return R(error_code=error)
     errors.update(deleted)
@@ -387,7 +394,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: m.DescribeGroupsRe
     include_operations = ctx.api_version >= 3 and req.include_authorized_operations
     out = []
     for group_id in req.groups:
-        error, summary = broker.group_coordinator.describe_group(group_id)
+        error, summary = _coordinator(broker).describe_group(group_id)
         out.append(R.DescribedGroup(
             error_code=error, group_id=group_id, group_state=summary.state,
             protocol_type=summary.protocol_type, protocol_data=summary.protocol,
@@ -406,7 +413,7 @@ def list_groups(broker: Broker, ctx: RequestContext, req: m.ListGroupsRequest):
     version = ctx.api_version
     states = req.states_filter if version >= 4 else []
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-    error, groups = broker.group_coordinator.list_groups(states)
+    error, groups = _coordinator(broker).list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []  # every group here is a classic group
     return R(error_code=error, groups=[
@@ -417,6 +424,6 @@ def list_groups(broker: Broker, ctx: RequestContext, req: m.ListGroupsRequest):
 
 def delete_groups(broker: Broker, ctx: RequestContext, req: m.DeleteGroupsRequest):
     R = m.DeleteGroupsResponse
-    results = broker.group_coordinator.delete_groups(req.groups_names)
+    results = _coordinator(broker).delete_groups(req.groups_names)
     return R(results=[R.DeletableGroupResult(group_id=group_id, error_code=error)
                       for group_id, error in results.items()])

@@ -1,0 +1,338 @@
+"""`odradek configs`: Kafka's kafka-configs.sh (ConfigCommand) for topics and brokers.
+
+    odradek configs --bootstrap-server HOST:PORT --entity-type topics --entity-name t --describe
+    odradek configs --bootstrap-server HOST:PORT --entity-type topics --entity-name t --alter \\
+        --add-config retention.ms=1000,cleanup.policy=[delete,compact] --delete-config k1,k2
+
+Output is Kafka's: ``Dynamic configs for topic t are:`` (``All configs`` with ``--all``,
+``Default configs for brokers in the cluster are:`` for ``--entity-default``), then one line per
+config, sorted by name: ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}``;
+``Completed updating config for topic t.`` after ``--alter``. Shortcuts ``--topic``,
+``--broker``, ``--broker-defaults`` work too. Client, user and IP quotas are not supported (the
+broker has no quota APIs yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from odradek.cli.common import configure_logging
+from odradek.cli.tool_options import (
+    Option,
+    OptionParser,
+    ParsedOptions,
+    UsageError,
+    admin_props,
+    java_error,
+    load_properties_file,
+    run,
+)
+from odradek.client import (
+    AdminClient,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    KafkaConfigError,
+    KafkaError,
+)
+
+TOPICS, BROKERS, BROKER_LOGGERS = "topics", "brokers", "broker-loggers"
+ENTITY_TYPES = ["broker-loggers", "topics", "clients", "users", "brokers", "ips",
+                "client-metrics", "groups"]
+SUPPORTED = (TOPICS, BROKERS)
+
+#: Java's ConfigEntry.ConfigSource names where ours differ.
+_SOURCE_NAMES = {ConfigSource.CLIENT_METRICS_CONFIG: "DYNAMIC_CLIENT_METRICS_CONFIG",
+                 ConfigSource.GROUP_CONFIG: "DYNAMIC_GROUP_CONFIG"}
+
+OPTIONS = [
+    Option("add-config", "Key Value pairs of configs to add. Square brackets can be used to "
+           "group values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.", "String"),
+    Option("add-config-file", "Path to a properties file with configs to add. See add-config "
+           "for a list of valid configurations.", "String"),
+    Option("all", "List all configs for the given topic, broker, or broker-logger entity "
+           "(includes static configuration when the entity type is brokers)"),
+    Option("alter", "Alter the configuration for the entity."),
+    Option("bootstrap-controller", "The Kafka controllers to connect to.",
+           "controller to connect to"),
+    Option("bootstrap-server", "The Kafka servers to connect to.", "server to connect to"),
+    Option("broker", "The broker's ID.", "String"),
+    Option("broker-defaults", "The config defaults for all brokers."),
+    Option("broker-logger", "The broker's ID for its logger config.", "String"),
+    Option("command-config", "Property file containing configs to be passed to Admin Client. "
+           "This is used only with --bootstrap-server option for describing and altering "
+           "broker configs.", "command config property file"),
+    Option("delete-config", "config keys to remove 'k1,k2'", "String"),
+    Option("describe", "List configs for the given entity."),
+    Option("entity-default", "Default entity name for clients/users/brokers/ips (applies to "
+           "corresponding entity type)"),
+    Option("entity-name", "Name of entity (topic name/client id/user principal name/broker "
+           "id/ip/client metrics/group id)", "String"),
+    Option("entity-type", "Type of entity (topics/clients/users/brokers/broker-loggers/ips/"
+           "client-metrics/groups)", "String"),
+    Option("topic", "The topic's name.", "String"),
+]
+PARSER = OptionParser(OPTIONS, "This tool helps to manipulate and describe entity config for a "
+                               "topic, client, user, broker, ip, client-metrics or group")
+
+
+class ConfigCommandError(Exception):
+    """Printed as its message on stderr, exit code 1 (IllegalArgumentException and
+    InvalidConfigurationException in Kafka's tool)."""
+
+
+def _entities(options: ParsedOptions, argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Entity types and names in command-line order ('' for a default entity)."""
+    types = list(options.all("entity-type"))
+    names = _names_in_order(options, argv)
+    for flag, entity_type in (("topic", TOPICS), ("broker", BROKERS),
+                              ("broker-logger", BROKER_LOGGERS)):
+        if options.has(flag):
+            types.append(entity_type)
+            names.append(options.value(flag))
+    if options.has("broker-defaults"):
+        types.append(BROKERS)
+        names.append("")
+    return types, names
+
+
+def _names_in_order(options: ParsedOptions, argv: Sequence[str]) -> list[str]:
+    """--entity-name values and --entity-default ('') in the order given."""
+    values = iter(options.all("entity-name"))
+    names = []
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        try:
+            option = PARSER.resolve(arg[2:].partition("=")[0])
+        except UsageError:
+            continue
+        if option.name == "entity-name":
+            names.append(next(values))
+        elif option.name == "entity-default":
+            names.append("")
+    return names
+
+
+def check_args(options: ParsedOptions, types: list[str], names: list[str]) -> None:
+    if options.has("alter") == options.has("describe"):
+        PARSER.fail("Command must include exactly one action: --describe, --alter")
+    for used, invalid in (("alter", ["describe"]),
+                          ("describe", ["alter", "add-config", "delete-config"])):
+        if options.has(used):
+            for other in invalid:
+                if options.has(other):
+                    PARSER.fail(f'Option "{PARSER.by_name[used]}" can\'t be used with option '
+                                f'"{PARSER.by_name[other]}"')
+    duplicates = sorted({t for t in types if types.count(t) > 1})
+    if duplicates:
+        raise ConfigCommandError("Duplicate entity type(s) specified: " + ",".join(duplicates))
+    if not (options.has("bootstrap-server") or options.has("bootstrap-controller")):
+        raise ConfigCommandError("Either --bootstrap-server or --bootstrap-controller must be "
+                                 "specified.")
+    for entity_type in types:
+        if entity_type not in ENTITY_TYPES:
+            raise ConfigCommandError(
+                f"Invalid entity type {entity_type}, the entity type must be one of "
+                + ", ".join(ENTITY_TYPES) + " with a --bootstrap-server or "
+                "--bootstrap-controller argument")
+    if not types:
+        raise ConfigCommandError("At least one entity type must be specified")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise ConfigCommandError("Only 'users' and 'clients' entity types may be specified "
+                                 "together")
+    flags = any(options.has(f) for f in ("topic", "broker", "broker-logger", "broker-defaults"))
+    if flags and any(options.has(f) for f in ("entity-name", "entity-type", "entity-default")):
+        raise ConfigCommandError("--entity-{type,name,default} should not be used in "
+                                 "conjunction with specific entity flags")
+    if options.has("bootstrap-server") and options.has("bootstrap-controller"):
+        raise ConfigCommandError("Only one of --bootstrap-server or --bootstrap-controller can "
+                                 "be specified")
+    has_name = any(names)
+    has_default = "" in names
+    if has_name and types[0] in (BROKERS, BROKER_LOGGERS):
+        for name in names:
+            if name and not re.fullmatch(r"-?\d+", name):
+                raise ConfigCommandError(f"The entity name for {types[0]} must be a valid "
+                                         f"integer broker id, but it is: {name}")
+    if options.has("describe") and options.has("entity-default") and \
+            types[0] not in ("users", "clients", BROKERS, "ips"):
+        raise ConfigCommandError("--entity-default must not be specified with --describe of "
+                                 + ",".join(types))
+    if options.has("alter"):
+        if types[0] in ("users", "clients", BROKERS, "ips"):
+            if not has_name and not has_default:
+                raise ConfigCommandError("An entity-name or default entity must be specified "
+                                         "with --alter of users, clients, brokers or ips")
+        elif not has_name:
+            raise ConfigCommandError("An entity name must be specified with --alter of "
+                                     + ",".join(types))
+        if options.has("add-config") and options.has("add-config-file"):
+            raise ConfigCommandError("Only one of --add-config or --add-config-file must be "
+                                     "specified")
+        if not any(options.has(o) for o in ("add-config", "add-config-file", "delete-config")):
+            raise ConfigCommandError("At least one of --add-config, --add-config-file, or "
+                                     "--delete-config must be specified with --alter")
+    if types[0] not in SUPPORTED:
+        raise ConfigCommandError(f"Entity type {types[0]} is not supported yet by this tool "
+                                 "(only topics and brokers)")
+
+
+def parse_configs_to_add(options: ParsedOptions) -> dict[str, str]:
+    """Kafka's parseConfigsToBeAdded: commas split pairs except inside [...]."""
+    props: dict[str, str] = {}
+    if options.has("add-config-file"):
+        props.update(load_properties_file(options.value("add-config-file")))
+    if options.has("add-config"):
+        outside_brackets = r"(?=[^\]]*(?:\[|$))"
+        pairs = [re.split(r"\s*=\s*" + outside_brackets, item)
+                 for item in re.split("," + outside_brackets, options.value("add-config"))]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ConfigCommandError('Invalid entity config: all configs to be added must be in '
+                                     'the format "key=val" or  "key=[val1,val2]" to group '
+                                     'values which contain commas.')
+        for key, value in pairs:
+            props[key.strip()] = re.sub(r"\[?\]?", "", value).strip()
+    for key in props:
+        if not re.fullmatch(r"[$a-zA-Z0-9._-]*", key):
+            raise ConfigCommandError(f"Invalid character found for config key: {key}")
+    return props
+
+
+def parse_configs_to_delete(options: ParsedOptions) -> list[str]:
+    return [name.strip() for value in options.all("delete-config") for name in value.split(",")]
+
+
+def _resource(entity_type: str, name: str) -> ConfigResource:
+    return ConfigResource.topic(name) if entity_type == TOPICS else ConfigResource.broker(name)
+
+
+def _dynamic_source(entity_type: str, name: str) -> ConfigSource:
+    if entity_type == TOPICS:
+        return ConfigSource.DYNAMIC_TOPIC_CONFIG
+    return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else \
+        ConfigSource.DYNAMIC_BROKER_CONFIG
+
+
+async def resource_config(admin: AdminClient, entity_type: str, name: str,
+                          describe_all: bool) -> list[ConfigEntry]:
+    """The entity's configs sorted by name: only its dynamic ones unless `describe_all`."""
+    resource = _resource(entity_type, name)
+    configs = (await admin.describe_configs([resource], include_synonyms=True))[resource]
+    source = _dynamic_source(entity_type, name)
+    entries = [entry for entry in configs.values()  # type: ignore[union-attr]
+               if describe_all or entry.source == source]
+    return sorted(entries, key=lambda entry: entry.name)
+
+
+def config_line(entry: ConfigEntry) -> str:
+    synonyms = ", ".join(f"{_SOURCE_NAMES.get(s.source, s.source.name)}:{s.name}={_java(s.value)}"
+                         for s in entry.synonyms)
+    return (f"  {entry.name}={_java(entry.value)} sensitive={str(entry.is_sensitive).lower()} "
+            f"synonyms={{{synonyms}}}")
+
+
+def _java(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+async def describe(admin: AdminClient, entity_type: str, name: str | None,
+                   describe_all: bool, out: Any) -> None:
+    singular = entity_type[:-1]
+    if name is not None and not describe_all:
+        if entity_type == TOPICS:
+            if name not in await admin.list_topics(include_internal=True):
+                print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.",
+                      file=out)
+                return
+        elif name != "":
+            nodes = (await admin.describe_cluster()).nodes
+            if not any(str(node.id) == name for node in nodes):
+                print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.",
+                      file=out)
+                return
+    if name is not None:
+        entities = [name]
+    elif entity_type == TOPICS:
+        entities = list(await admin.list_topics(include_internal=True))
+    else:
+        entities = [str(node.id) for node in (await admin.describe_cluster()).nodes] + [""]
+    for entity in entities:
+        if entity == "":
+            print(f"Default configs for {entity_type} in the cluster are:", file=out)
+        else:
+            kind = "All" if describe_all else "Dynamic"
+            print(f"{kind} configs for {singular} {entity} are:", file=out)
+        for entry in await resource_config(admin, entity_type, entity, describe_all):
+            print(config_line(entry), file=out)
+
+
+async def alter(admin: AdminClient, options: ParsedOptions, entity_type: str, name: str,
+                out: Any) -> None:
+    to_add = parse_configs_to_add(options)
+    to_delete = parse_configs_to_delete(options)
+    current = {entry.name for entry in await resource_config(admin, entity_type, name, False)}
+    invalid = [config for config in to_delete if config not in current]
+    if invalid:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(invalid)}")
+    operations = [AlterConfigOp(config, None, AlterConfigOpType.DELETE) for config in to_delete]
+    operations += [AlterConfigOp(config, value, AlterConfigOpType.SET)
+                   for config, value in to_add.items()]
+    resource = _resource(entity_type, name)
+    await admin.incremental_alter_configs({resource: operations}, timeout_ms=30_000)
+    if name:
+        print(f"Completed updating config for {entity_type[:-1]} {name}.", file=out)
+    else:
+        print(f"Completed updating default config for {entity_type} in the cluster.", file=out)
+
+
+async def execute_async(options: ParsedOptions, types: list[str], names: list[str],
+                        out: Any) -> None:
+    bootstrap = options.value("bootstrap-server") or options.value("bootstrap-controller")
+    if options.has("alter") and len(types) != len(names):
+        raise ConfigCommandError("An entity name must be specified for every entity type")
+    async with AdminClient(admin_props(options, bootstrap)) as admin:
+        if options.has("alter"):
+            await alter(admin, options, types[0], names[0], out)
+        else:
+            await describe(admin, types[0], names[0] if names else None, options.has("all"),
+                           out)
+
+
+def make_execute(argv: Sequence[str]) -> Any:
+    def execute(options: ParsedOptions) -> int:
+        types, names = _entities(options, argv)
+        try:
+            check_args(options, types, names)
+            asyncio.run(execute_async(options, types, names, sys.stdout))
+        except (ConfigCommandError, KafkaConfigError, FileNotFoundError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        except KafkaError as exc:
+            if exc.code.name == "INVALID_CONFIG" or exc.code.name == "INVALID_REQUEST":
+                print(exc.message, file=sys.stderr)
+                return 1
+            print(f"Error while executing config command with args '{' '.join(argv)}'",
+                  file=sys.stderr)
+            print(f"java.util.concurrent.ExecutionException: {java_error(exc)}",
+                  file=sys.stderr)
+            return 1
+        return 0
+
+    return execute
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    args = sys.argv[1:] if argv is None else argv
+    return run(PARSER, make_execute(args), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

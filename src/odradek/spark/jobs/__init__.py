@@ -1,0 +1,1 @@
+"""Kafka Streams' example applications as Spark Structured Streaming jobs over Odradek."""
