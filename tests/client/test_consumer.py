@@ -356,6 +356,27 @@ def test_next_fetch_is_in_flight_when_poll_returns(odradek_broker):
     assert records and in_flight == [True]
 
 
+def test_a_long_poll_at_the_log_end_does_not_hold_back_other_partitions(odradek_broker):
+    # Partition 0 is at its log end after the first poll, so a fetch naming only it
+    # long-polls for fetch.max.wait.ms (30 s here) while partition 1 still has buffered
+    # records and more in the log. One fetch is in flight per broker: if partition 0 were
+    # fetched alone, every refill of partition 1 would wait out that long poll (minutes).
+    topic = _topic("prefetch")
+    _create(odradek_broker, topic, partitions=2)
+    _produce(odradek_broker, topic, [b"a"] * 10, partition=0)
+    value = b"v" * 1000
+    _produce(odradek_broker, topic, [value] * 4000, partition=1, **{"batch.size": 65536})
+    with _consumer(odradek_broker, **{"fetch.max.wait.ms": 30000, "max.poll.records": 50,
+                                      "max.partition.fetch.bytes": 262144}) as consumer:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        records = _poll_until(consumer, 4010, timeout=20)
+    by_partition = {0: [], 1: []}
+    for record in records:
+        by_partition[record.partition].append(record.offset)
+    assert by_partition[0] == list(range(10))
+    assert by_partition[1] == list(range(4000))  # every record once, in order
+
+
 def test_consumer_follows_a_broker_restart(fresh_broker):
     fresh_broker.start()
     topic = _topic("restart")

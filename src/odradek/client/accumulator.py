@@ -200,6 +200,7 @@ class ProducerBatch:
         "callbacks",
         "created",
         "deadline",
+        "estimate",
         "full",
         "order",
         "payload",
@@ -225,6 +226,8 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.record_count = 0
         self.buffer_bytes = 0
+        #: the open batch's uncompressed size estimate after its last append
+        self.estimate = builder.size_estimate
         self.full = False
         #: the built batch, once drained; kept for retries
         self.payload: bytearray | None = None
@@ -333,7 +336,8 @@ class RecordAccumulator:
         Returns the record's future and whether the sender should be woken (a batch was
         opened or filled). Raises `BufferFull` when ``buffer.memory`` is used up.
         """
-        ratio = self._ratio(tp.topic)
+        ratio = 1.0 if self.compression is Compression.NONE else self._ratio(tp.topic)
+        limit = self.batch_size
         with self.lock:
             if self.used_bytes + size > self.buffer_memory and self.used_bytes > 0:
                 raise BufferFull(size)
@@ -341,17 +345,16 @@ class RecordAccumulator:
             if queue is None:
                 queue = self._queues[tp] = deque()
             batch = queue[-1] if queue else None
-            builder = None if batch is None else batch.builder
             wake = False
-            if builder is None or batch.full or (  # type: ignore[union-attr]
-                    (builder.size_estimate + size) * ratio > self.batch_size):
+            if batch is None or batch.builder is None or batch.full or (
+                    (batch.estimate + size) * ratio > limit):
                 if batch is not None:
                     batch.full = True
                 batch = self._new_batch(tp, time.monotonic())
-                builder = batch.builder
                 queue.append(batch)
                 wake = True
-            assert batch is not None and builder is not None
+            builder = batch.builder
+            assert builder is not None
             relative = builder.append(timestamp, key, value, headers or ())
             future = RecordFuture(batch.result, relative, timestamp,
                                   -1 if key is None else len(key),
@@ -361,7 +364,8 @@ class RecordAccumulator:
             batch.record_count += 1
             batch.buffer_bytes += size
             self.used_bytes += size
-            if builder.size_estimate * ratio >= self.batch_size:
+            estimate = batch.estimate = builder.size_estimate
+            if estimate * ratio >= limit:
                 batch.full = True
                 wake = True
             return future, wake

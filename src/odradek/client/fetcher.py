@@ -201,6 +201,19 @@ class CompletedFetch:
     def exhausted(self) -> bool:
         return self._batches is StopIteration and self._pending_index >= len(self._pending)
 
+    def prefetch_position(self) -> tuple[int, int] | None:
+        """(offset, leader epoch) just after this fetch's last complete batch: where the
+        partition's next fetch can start while these records are still being handed out.
+        None when the fetch failed or holds no complete batch."""
+        if self.error != ErrorCode.NONE:
+            return None
+        last = None
+        for _, header in iter_batches(self.data):
+            last = header
+        if last is None or last.next_offset <= self.fetch_offset:
+            return None
+        return last.next_offset, last.partition_leader_epoch
+
     def take(self, limit: int, out: list[ConsumerRecord], read_committed: bool,
              check_crcs: bool, decode: BatchDecoder) -> None:
         """Append up to `limit` records at or after `next_offset` to `out`."""
@@ -313,36 +326,69 @@ class Fetcher:
 
     # ------------------------------------------------------------------------------ sending
 
-    def _buffered(self) -> set[TopicPartition]:
-        return {fetch.tp for fetch in self.completed}
+    def _buffered(self) -> dict[TopicPartition, list[CompletedFetch]]:
+        buffered: dict[TopicPartition, list[CompletedFetch]] = {}
+        for fetch in self.completed:
+            buffered.setdefault(fetch.tp, []).append(fetch)
+        return buffered
 
     def send_fetches(self) -> int:
-        """Send a Fetch to every broker with fetchable partitions and none in flight."""
+        """Send a Fetch to every broker with fetchable partitions and none in flight.
+
+        Only one Fetch is in flight per broker, so a long poll for partitions at their log
+        end would hold back, for up to ``fetch.max.wait.ms``, partitions whose buffers run
+        dry meanwhile. Two rules prevent that (librdkafka prefetches likewise):
+
+        * a partition with one fetch's data still buffered is fetched ahead, from the end of
+          that data, so it rides along in the same requests (at most two buffered fetches
+          per partition; positions still advance only as `poll` hands records out);
+        * a request naming only partitions known to be at their end is not sent while
+          another partition of that broker waits, buffer full, with more data in the log:
+          the at-end partitions go with that partition's next fetch.
+        """
         buffered = self._buffered()
         metadata = self.cluster.metadata
         wanted: dict[int, dict[TopicPartition, PartitionFetch]] = {}
+        #: per broker: are all wanted partitions at their known log end?
+        all_at_end: dict[int, bool] = {}
+        #: brokers with a partition held back (buffer full) that has more to read
+        held_back: set[int] = set()
         now = time.monotonic()
         missing_leader = False
         for tp in self.subscriptions.fetchable():
-            if tp in buffered:
-                continue
             partition = metadata.partition(tp)
             if partition is None or partition.leader < 0 or \
                     partition.leader not in metadata.brokers:
                 missing_leader = True
                 continue
+            state = self.subscriptions.require(tp)
+            queued = buffered.get(tp)
+            if queued is None:
+                assert state.position is not None
+                offset, epoch = state.position, state.position_epoch
+            else:
+                ahead = queued[0].prefetch_position() if len(queued) == 1 else None
+                if ahead is None:
+                    last = queued[-1].prefetch_position()
+                    if last is not None and last[0] < self._known_end(state, queued):
+                        held_back.add(partition.leader)
+                    continue
+                offset, epoch = ahead
             node = self._nodes.get(partition.leader)
             if node is not None and (node.in_flight or now < node.retry_at):
                 continue
-            state = self.subscriptions.require(tp)
-            assert state.position is not None
             topic = metadata.topics[tp.topic]
             wanted.setdefault(partition.leader, {})[tp] = PartitionFetch(
-                topic.topic_id, state.position, partition.leader_epoch, state.position_epoch,
-                self.partition_max_bytes)
+                topic.topic_id, offset, partition.leader_epoch, epoch, self.partition_max_bytes)
+            end = self._known_end(state, queued)
+            all_at_end[partition.leader] = all_at_end.get(partition.leader, True) and (
+                0 <= end <= offset)
         if missing_leader:
             self.request_metadata()
+        sent = 0
         for node_id, partitions in wanted.items():
+            if node_id in held_back and all_at_end[node_id]:
+                continue
             node = self._nodes.get(node_id)
             if node is None:
                 node = self._nodes[node_id] = _NodeState(FetchSessionHandler(node_id))
@@ -350,7 +396,17 @@ class Fetcher:
             task = asyncio.get_running_loop().create_task(self._fetch(node, partitions))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return len(wanted)
+            sent += 1
+        return sent
+
+    def _known_end(self, state: PartitionState, queued: list[CompletedFetch] | None) -> int:
+        """The partition's readable end as last reported (high watermark, or last stable
+        offset with read_committed); -1 when unknown."""
+        reports = [state.last_stable_offset if self.read_committed else state.high_watermark]
+        for fetch in queued or ():
+            reports.append(fetch.last_stable_offset if self.read_committed
+                           else fetch.high_watermark)
+        return max(reports)
 
     async def _fetch(self, node: _NodeState, partitions: dict[TopicPartition, PartitionFetch]
                      ) -> None:
@@ -456,15 +512,20 @@ class Fetcher:
             error, self.pending_error = self.pending_error, None
             raise error
         records: list[ConsumerRecord] = []
+        #: partitions whose earlier fetch stays buffered: their later (prefetched) ones wait
+        behind: set[TopicPartition] = set()
         for fetch in list(self.completed):
             if len(records) >= max_records:
                 break
+            if fetch.tp in behind:
+                continue
             state = self.subscriptions.state(fetch.tp)
             if state is None or state.position != fetch.next_offset or \
                     state.reset_strategy is not None:
                 self.completed.remove(fetch)  # unassigned, or the position moved (seek)
                 continue
             if state.paused:
+                behind.add(fetch.tp)
                 continue  # kept until the partition is resumed
             if not fetch.initialized:
                 fetch.initialized = True
@@ -489,6 +550,8 @@ class Fetcher:
                 state.position_epoch = -1 if epoch is None else epoch
             if fetch.exhausted:
                 self.completed.remove(fetch)
+            else:
+                behind.add(fetch.tp)
         return records
 
     def _initialize(self, fetch: CompletedFetch, state: PartitionState) -> bool:

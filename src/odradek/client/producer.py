@@ -307,6 +307,7 @@ class AsyncProducer:
         self._metadata_wanted: set[str] = set()
         self._metadata_retry_at = 0.0
         self._available: dict[str, tuple[TopicMetadata, list[int]]] = {}
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
         self._wakeup = asyncio.Event()
         self._wake_scheduled = False
         self._space_freed = asyncio.Event()
@@ -407,13 +408,21 @@ class AsyncProducer:
             partition = self.partitioner.partition(topic, count, available)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
-        future, wake = self.accumulator.append(TopicPartition(topic, partition), timestamp_ms,
-                                               key, value, headers, callback, size)
+        future, wake = self.accumulator.append(self._topic_partition(topic, partition, count),
+                                               timestamp_ms, key, value, headers, callback, size)
         if available is not None:
             self.partitioner.on_append(topic, partition, size, count, available)
         if wake:
             self.wake()
         return future
+
+    def _topic_partition(self, topic: str, partition: int, count: int) -> TopicPartition:
+        """The (shared) TopicPartition of a partition: made once, not once per record."""
+        partitions = self._topic_partitions.get(topic)
+        if partitions is None or len(partitions) < count:
+            partitions = self._topic_partitions[topic] = [
+                TopicPartition(topic, p) for p in range(count)]
+        return partitions[partition]
 
     def _available_partitions(self, topic_metadata: TopicMetadata) -> list[int]:
         """Partitions of the topic that have a leader (cached per metadata version)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from odradek.protocol.primitives import write_uvarint, write_varlong
+from odradek.protocol.primitives import _SMALL_UVARINTS, write_uvarint, write_varlong
 from odradek.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     CONTROL_FLAG_MASK,
@@ -29,12 +29,23 @@ from odradek.protocol.records.record import HEADER_KEY_ERRORS
 _INT32_MIN = -0x80000000
 _INT32_MAX = 0x7FFFFFFF
 
+# Zig-zag varint encodings of 0..8191 (at most two bytes), for the fast append path.
+_SMALL_ZIGZAG = _SMALL_UVARINTS[0:16384:2]
+_SMALL_LIMIT = len(_SMALL_ZIGZAG)
+_NULL_LENGTH = b"\x01"  # zig-zag -1
+
 
 def _write_varint(out: bytearray, value: int) -> None:
     """Zig-zag int32 varint (write_uvarint caches the encodings of small values)."""
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint out of range: {value}")
     write_uvarint(out, (value << 1) ^ (value >> 31))
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
 
 
 def _write_length_prefixed(out: bytearray, data: bytes | bytearray | memoryview | None) -> None:
@@ -99,6 +110,37 @@ class RecordBatchBuilder:
         `offset` (absolute) lets a rewrite keep gaps, as the log cleaner does; by default the
         record takes the next offset.
         """
+        base_timestamp = self._base_timestamp
+        if offset is None and not headers and timestamp is not None and \
+                base_timestamp is not None:
+            # The producer's common case, in one pass: small deltas and lengths, no headers.
+            offset_delta = self._last_offset_delta + 1
+            timestamp_delta = timestamp - base_timestamp
+            if 0 <= timestamp_delta < _SMALL_LIMIT and offset_delta < _SMALL_LIMIT:
+                small = _SMALL_ZIGZAG
+                if key is None:
+                    key_part = _NULL_LENGTH
+                else:
+                    size = len(key)
+                    key_part = (small[size] if size < _SMALL_LIMIT else _varint_bytes(size)) + key
+                if value is None:
+                    value_part = _NULL_LENGTH
+                else:
+                    size = len(value)
+                    value_part = (small[size] if size < _SMALL_LIMIT
+                                  else _varint_bytes(size)) + value
+                timestamp_part = small[timestamp_delta]
+                offset_part = small[offset_delta]
+                length = (2 + len(timestamp_part) + len(offset_part) + len(key_part)
+                          + len(value_part))
+                self._records += b"".join((
+                    small[length] if length < _SMALL_LIMIT else _varint_bytes(length),
+                    b"\x00", timestamp_part, offset_part, key_part, value_part, b"\x00"))
+                if timestamp > self._max_timestamp:
+                    self._max_timestamp = timestamp
+                self._count += 1
+                self._last_offset_delta = offset_delta
+                return offset_delta
         if offset is None:
             offset_delta = self._last_offset_delta + 1
         else:

@@ -133,22 +133,36 @@ def _decode_records(
     pos = 0
     try:
         for _ in range(count):
-            # One-byte varints are the common case for lengths and deltas: decode them inline.
+            # One- and two-byte varints are the common case for lengths and deltas: decode
+            # them inline.
             byte = data[pos]
             if byte < 0x80:
                 length = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 length, pos = read_varint(data, pos)
             end = pos + length
             if length < 0 or end > size:
                 raise CorruptRecordError(f"record length {length} is out of range")
             pos += 1  # attributes: unused
-            timestamp_delta, pos = read_varlong(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            else:
+                timestamp_delta, pos = read_varlong(data, pos)
             byte = data[pos]
             if byte < 0x80:
                 offset_delta = (byte >> 1) ^ -(byte & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                offset_delta = (raw >> 1) ^ -(raw & 1)
+                pos += 2
             else:
                 offset_delta, pos = read_varint(data, pos)
 
