@@ -30,6 +30,7 @@ from odradek.protocol.framing import (
     encode_request,
 )
 from odradek.protocol.records import (
+    BATCH_HEADER_SIZE,
     Compression,
     iter_batches,
     iter_records,
@@ -37,6 +38,7 @@ from odradek.protocol.records import (
     validate_records_for_append,
     verify_crc,
 )
+from odradek.protocol.records.compression import XERIAL_HEADER
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests" / "vectors"
@@ -277,6 +279,30 @@ def test_produce_frame_batches(client: str, entry: dict[str, Any]) -> None:
         else:
             assert (header.producer_id, header.producer_epoch) == (-1, -1)
             assert header.base_sequence == SEQUENCE_WITHOUT_PRODUCER_ID.get(client, -1)
+
+
+def test_captured_snappy_batches_use_both_framings() -> None:
+    """Snappy from real clients comes in both framings: xerial blocks (what Java clients write;
+    kafka-python and aiokafka do the same) and raw snappy (librdkafka). Both decode."""
+    xerial_magic = XERIAL_HEADER[:8]  # b"\x82SNAPPY\x00"; the version fields vary by writer
+    framings: dict[str, set[str]] = {}
+    for client, entry in PRODUCE_FRAMES:
+        if scenario_of(client, entry)["compression"] != "snappy":
+            continue
+        _, request = decode_request(read_frame(client, entry))
+        records = request.topic_data[0].partition_data[0].records
+        for pos, header in iter_batches(records):
+            assert header.compression is Compression.SNAPPY
+            payload = bytes(records[pos + BATCH_HEADER_SIZE : pos + header.size])
+            framing = "xerial" if payload.startswith(xerial_magic) else "raw"
+            framings.setdefault(client, set()).add(framing)
+            assert sum(1 for _ in iter_records(records, pos, header)) == header.records_count
+    assert framings == {
+        "confluent-kafka": {"raw"},
+        "kcat": {"raw"},
+        "kafka-python": {"xerial"},
+        "aiokafka": {"xerial"},
+    }
 
 
 @pytest.mark.parametrize(("client", "entry"), PRODUCE_FRAMES, ids=ids(PRODUCE_FRAMES))

@@ -30,9 +30,10 @@ from odradek.protocol.records.record import iter_records
 from odradek.storage import LogConfig, LogManager
 
 WRITER = Path(__file__).with_name("crash_writer.py")
-ITERATIONS = 40
-DAMAGES = ["none", "none", "none", "torn_tail", "bit_flip", "zero_tail", "drop_index",
-           "garbage_index"]
+ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "40"))
+# Every other kill also damages the files, cycling through these so each is exercised (a
+# data damage that finds no batch in the newest segment waits for the next damaging kill).
+DAMAGES = ["torn_tail", "bit_flip", "zero_tail", "drop_index", "garbage_index"]
 
 
 def run_writer_and_kill(log_dir: Path, seed: int, rng: random.Random, start_seq: int
@@ -77,21 +78,22 @@ def valid_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
     return result
 
 
-def damage_files(partition_dir: Path, damage: str, rng: random.Random) -> int | None:
-    """Damages the newest segment or an index; returns the file position where data damage
-    starts in the newest segment (None if no data was damaged)."""
+def damage_files(partition_dir: Path, damage: str, rng: random.Random
+                 ) -> tuple[bool, int | None]:
+    """Damages the newest segment or an index; returns whether anything was damaged and the
+    file position where data damage starts in the newest segment (None: no data damaged)."""
     logs = sorted(partition_dir.glob("*.log"))
     newest = logs[-1]
     data = newest.read_bytes()
     valid = 0
     for position, header in valid_batches(data):
         valid = position + header.size
-    if damage in ("torn_tail", "bit_flip", "zero_tail") and valid == 0:
-        return None
+    if damage in ("torn_tail", "bit_flip") and valid == 0:
+        return False, None
     if damage == "torn_tail":
         cut = rng.randrange(max(valid - 3000, 0), valid)
         os.truncate(newest, cut)
-        return cut
+        return True, cut
     if damage == "bit_flip":
         position = rng.randrange(max(valid - 3000, 0), valid)
         with open(newest, "r+b") as handle:
@@ -99,20 +101,22 @@ def damage_files(partition_dir: Path, damage: str, rng: random.Random) -> int | 
             byte = handle.read(1)[0]
             handle.seek(position)
             handle.write(bytes([byte ^ (1 << rng.randrange(8))]))
-        return position
+        return True, position
     if damage == "zero_tail":
         with open(newest, "r+b") as handle:
             handle.seek(valid)
             handle.write(b"\x00" * rng.randint(1, 5000))
-        return None
+        return True, None
     indexes = sorted(partition_dir.glob("*.index")) + sorted(partition_dir.glob("*.timeindex"))
-    if indexes:
-        victim = rng.choice(indexes)
-        if damage == "drop_index":
-            victim.unlink()
-        elif damage == "garbage_index":
-            victim.write_bytes(os.urandom(rng.choice([7, 64, 120, 4096])))
-    return None
+    if not indexes:
+        return False, None
+    victim = rng.choice(indexes)
+    if damage == "drop_index":
+        victim.unlink()
+    else:
+        assert damage == "garbage_index", damage
+        victim.write_bytes(os.urandom(rng.choice([7, 64, 120, 4096])))
+    return True, None
 
 
 def offsets_before(partition_dir: Path, position: int) -> int:
@@ -138,12 +142,18 @@ def test_sigkill_loses_no_acknowledged_append(tmp_path: Path) -> None:
     acked: dict[int, tuple[int, int]] = {}
     started = time.monotonic()
     seq = 0
+    damaged: dict[str, int] = dict.fromkeys(DAMAGES, 0)
+    next_damage = seed % len(DAMAGES)
     for iteration in range(ITERATIONS):
         new = run_writer_and_kill(log_dir, seed * 1000 + iteration, rng, seq)
         acked.update(new)
         seq = max(acked, default=-1) + 1
-        damage = rng.choice(DAMAGES) if iteration % 2 else "none"
-        damaged_at = damage_files(partition_dir, damage, rng)
+        damaged_at = None
+        if iteration % 2:
+            damage = DAMAGES[next_damage % len(DAMAGES)]
+            applied, damaged_at = damage_files(partition_dir, damage, rng)
+            damaged[damage] += applied
+            next_damage += applied
         survivors_end = None
         if damaged_at is not None:
             survivors_end = offsets_before(partition_dir, damaged_at)
@@ -172,5 +182,8 @@ def test_sigkill_loses_no_acknowledged_append(tmp_path: Path) -> None:
         finally:
             manager.close()
     elapsed = time.monotonic() - started
-    print(f"{ITERATIONS} kills, {len(acked)} acknowledged batches verified in {elapsed:.1f}s")
+    print(f"{ITERATIONS} kills, {len(acked)} acknowledged batches verified in {elapsed:.1f}s; "
+          f"damage applied after kills: {damaged}")
     assert len(acked) > ITERATIONS
+    if ITERATIONS >= 2 * len(DAMAGES):
+        assert all(damaged.values()), damaged
