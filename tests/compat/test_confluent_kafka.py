@@ -13,6 +13,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
@@ -64,6 +65,13 @@ def test_admin_create_describe_delete(odradek_broker):
     assert name in md.topics
     assert len(md.topics[name].partitions) == 3
     assert all(p.leader == 1 for p in md.topics[name].partitions.values())
+    described = admin.describe_topics(TopicCollection([name]))[name].result(30)
+    assert described.name == name and not described.is_internal
+    assert [(p.id, p.leader.id, [r.id for r in p.replicas], [r.id for r in p.isr])
+            for p in described.partitions] == [(i, 1, [1], [1]) for i in range(3)]
+    cluster = admin.describe_cluster().result(30)
+    assert [(n.id, n.port) for n in cluster.nodes] == [(1, odradek_broker.port)]
+    assert cluster.controller.id == 1
 
     # Creating it again fails with TOPIC_ALREADY_EXISTS.
     with pytest.raises(KafkaException) as err:

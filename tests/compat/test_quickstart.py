@@ -66,3 +66,30 @@ def test_kcat_reads_what_odradek_wrote_and_odradek_reads_what_kcat_wrote(quickst
     ours = run(*ODRADEK, "console-consumer", "--topic", TOPIC, "--from-beginning",
                "--max-messages", "4", "--bootstrap-server", quickstart)
     assert ours.stdout.splitlines() == EVENTS + more
+
+
+def test_kcat_describes_the_topic(quickstart):
+    """kcat's view of step 3: the metadata listing of the topic."""
+    listed = run(KCAT, "-L", "-b", quickstart, "-t", TOPIC)
+    assert listed.returncode == 0, listed.stderr
+    lines = [line.strip() for line in listed.stdout.splitlines()]
+    assert f"broker 1 at {quickstart} (controller)" in lines
+    assert f'topic "{TOPIC}" with 1 partitions:' in lines
+    assert "partition 0, leader 1, replicas: 1, isrs: 1" in lines
+
+
+def test_kcat_quickstart_on_a_topic_of_its_own(quickstart):
+    """Steps 4-5 with kcat alone on a new topic (created by kcat's first produce, as Kafka's
+    auto.create.topics.enable does), keys included, read back with keys and offsets."""
+    topic = "kcat-quickstart"
+    produced = run(KCAT, "-b", quickstart, "-t", topic, "-P", "-K", ":",
+                   stdin="k1:This is my first event\nk2:This is my second event\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = run(KCAT, "-b", quickstart, "-t", topic, "-C", "-e", "-q", "-f", "%o %k %s\n")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == ["0 k1 This is my first event",
+                                            "1 k2 This is my second event"]
+    described = run(*ODRADEK, "topics", "--describe", "--topic", topic, "--bootstrap-server",
+                    quickstart)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.startswith(f"Topic: {topic}\tTopicId: ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 from broker_process import _recv_exact, api_versions_ok
@@ -90,3 +91,109 @@ def test_bad_crc_is_corrupt_message_and_log_intact(odradek_broker):
         assert produce(good).error_code == 0
         assert produce(bytes(bad)).error_code == ErrorCode.CORRUPT_MESSAGE
         assert produce(good).base_offset == 1  # nothing of the bad batch was appended
+
+
+def _advertised(s: socket.socket) -> dict[int, tuple[int, int]]:
+    _corr, resp = _roundtrip(s, 18, 3, m.ApiVersionsRequest(client_software_name="t",
+                                                             client_software_version="1"))
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def test_every_api_the_broker_does_not_serve_closes_only_that_connection(odradek_broker):
+    """Kafka closes the connection of a request for an API (or version) its listener does not
+    enable. Every such request, well formed, gets exactly that: no answer, no hang, and the
+    broker keeps serving everyone else."""
+    from odradek.protocol.messages import API_BY_KEY
+
+    with _connect(odradek_broker) as bystander:
+        advertised = _advertised(bystander)
+        requests = [(key, spec.max_version) for key, spec in sorted(API_BY_KEY.items())
+                    if key not in advertised]
+        # Served APIs at versions below the lowest one served (Kafka 4.0 dropped them too).
+        requests += [(key, low - 1) for key, (low, _high) in sorted(advertised.items())
+                     if low > API_BY_KEY[key].min_version]
+        assert len(requests) > 30
+        for corr, (key, version) in enumerate(requests, start=100):
+            with _connect(odradek_broker) as client:
+                client.sendall(framing.encode_request(key, version, corr, "test",
+                                                      API_BY_KEY[key].request()))
+                assert _closed_by_peer(client), f"api key {key} v{version} was answered"
+            _corr, resp = _roundtrip(bystander, 3, 12, m.MetadataRequest(topics=None), corr=corr)
+            assert _corr == corr and resp.brokers, f"broker stopped serving after key {key}"
+
+
+def test_sasl_requests_on_a_plaintext_listener_get_illegal_sasl_state(odradek_broker):
+    with _connect(odradek_broker) as s:
+        advertised = _advertised(s)
+        assert advertised[17] == (0, 1) and advertised[36] == (0, 2)
+        _corr, handshake = _roundtrip(s, 17, 1, m.SaslHandshakeRequest(mechanism="PLAIN"))
+        assert handshake.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        _corr, auth = _roundtrip(s, 36, 2, m.SaslAuthenticateRequest(auth_bytes=b"\0u\0p"))
+        assert auth.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        # The connection stays usable.
+        _corr, resp = _roundtrip(s, 3, 12, m.MetadataRequest(topics=None))
+        assert resp.brokers[0].port == odradek_broker.port
+
+
+def test_a_sasl_client_gets_an_authentication_error_not_endless_reconnects(odradek_broker):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    errors: list = []
+    admin = AdminClient({"bootstrap.servers": odradek_broker.bootstrap,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "u", "sasl.password": "p",
+                         "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+
+    def authentication_errors() -> list:
+        return [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+
+    while not authentication_errors() and time.monotonic() < deadline:
+        admin.poll(0.2)
+    assert authentication_errors(), f"no authentication error reported, only {errors}"
+    assert "Request not valid in current SASL state" in authentication_errors()[0].str()
+
+
+def _controller(broker) -> socket.socket:
+    return socket.create_connection((broker.host, broker.controller_port), timeout=10)
+
+
+def test_controller_listener_serves_only_controller_apis(odradek_broker):
+    with _controller(odradek_broker) as s:
+        assert sorted(_advertised(s)) == [17, 18, 36, 60]
+        _corr, cluster = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=2))
+        assert cluster.error_code == 0 and cluster.endpoint_type == 2
+        assert [(b.broker_id, b.host, b.port) for b in cluster.brokers] == [
+            (1, "127.0.0.1", odradek_broker.controller_port)]
+        _corr, wrong = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=1))
+        assert wrong.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        assert wrong.error_message == ("The request was sent to an endpoint of type CONTROLLER, "
+                                       "but we wanted an endpoint of type BROKER")
+        _corr, v0 = _roundtrip(s, 60, 0, m.DescribeClusterRequest())
+        assert v0.error_code == ErrorCode.INVALID_REQUEST
+        _corr, unknown = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=7))
+        assert unknown.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        # A broker API on the controller listener: the connection is closed, as in Kafka.
+        s.sendall(framing.encode_request(3, 12, 9, "test", m.MetadataRequest(topics=None)))
+        assert _closed_by_peer(s)
+    with _connect(odradek_broker) as s:
+        _corr, brokers = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=1))
+        assert [(b.broker_id, b.port) for b in brokers.brokers] == [(1, odradek_broker.port)]
+        _corr, wrong = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=2))
+        assert wrong.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        assert wrong.error_message == ("The request was sent to an endpoint of type BROKER, "
+                                       "but we wanted an endpoint of type CONTROLLER")
+
+
+def test_frame_cut_short_by_the_client_closes_only_that_connection(odradek_broker):
+    """A frame whose bytes stop before its declared size, then the client's half-close: the
+    broker drops the partial frame and closes; a silent one is left to idle reaping."""
+    with _connect(odradek_broker) as bystander:
+        with _connect(odradek_broker) as cut:
+            frame = framing.encode_request(3, 12, 5, "cut", m.MetadataRequest(topics=None))
+            cut.sendall(frame[:len(frame) // 2])
+            cut.shutdown(socket.SHUT_WR)
+            assert _closed_by_peer(cut)
+        _corr, resp = _roundtrip(bystander, 3, 12, m.MetadataRequest(topics=None), corr=11)
+        assert _corr == 11 and resp.brokers

@@ -29,7 +29,7 @@ from odradek.metadata.image import (
 )
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
-from odradek.server.apis import ApiTable
+from odradek.server.apis import BROKER_LISTENER, CONTROLLER_LISTENER, ApiTable
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers.groups import start_group_coordinator
 from odradek.server.handlers.metadata import unsupported_api_versions_response
@@ -94,6 +94,7 @@ class Broker:
         self.metadata_log_dir = os.path.abspath(config.metadata_log_dir)
         self.cluster_id = ""
         self.apis = ApiTable()
+        self.controller_listener_names = frozenset(config.controller_listener_names)
         self.supported_features = SUPPORTED_FEATURES
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")))
@@ -216,6 +217,8 @@ class Broker:
             task.cancel()
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
+        if self.replica_manager is not None:  # long-polling fetches answer now
+            self.replica_manager.fetch_purgatory.close()
         if self.network is not None:
             await self.network.stop()
         if self.log_manager is not None:
@@ -225,9 +228,34 @@ class Broker:
         log.info("Odradek broker %d shut down", self.node_id)
 
     # -- request dispatch
+    def listener_kind(self, listener_name: str) -> str:
+        """Whether a listener is a controller listener (which serves only controller APIs)."""
+        if listener_name in self.controller_listener_names:
+            return CONTROLLER_LISTENER
+        return BROKER_LISTENER
+
+    def controller_endpoints(self, listener_name: str) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of the quorum's controllers, as DescribeCluster sent to a
+        controller listener reports them: the voters, with this node's own bound address."""
+        own = None
+        bound = self.network.bound_ports if self.network else {}
+        for endpoint in self.config.listeners:
+            if endpoint.name == listener_name:
+                own = (endpoint.host, bound.get(endpoint.name, endpoint.port))
+        out = []
+        voters = self.config.quorum_voters
+        for node_id in sorted(voters | {self.node_id: None}):
+            voter = voters.get(node_id)
+            if node_id == self.node_id and own is not None:
+                host = own[0] or (voter.host if voter is not None else socket.getfqdn())
+                out.append((node_id, host, own[1]))
+            elif voter is not None:
+                out.append((node_id, voter.host, voter.port))
+        return out
+
     def dispatch(self, ctx: RequestContext, request: Any) -> Any:
         api_key = ctx.header.request_api_key
-        handler = self.apis.lookup(api_key, ctx.api_version)
+        handler = self.apis.lookup(api_key, ctx.api_version, self.listener_kind(ctx.listener))
         if handler is None:
             raise ConnectionCloseRequest(
                 f"unsupported request: api key {api_key} version {ctx.api_version}")

@@ -83,6 +83,7 @@ class Connection(asyncio.Protocol):
         self.peer_host = ""
         self.peer_port = 0
         self.last_active = time.monotonic()
+        self.handling = False  # a request is being processed (e.g. a fetch long poll)
         self.worker: asyncio.Task | None = None
         self.sock_fd = -1
         self.sendfile_ok = False
@@ -170,7 +171,11 @@ class Connection(asyncio.Protocol):
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
                     self.reading_paused = False
                     self.transport.resume_reading()  # type: ignore[union-attr]
-                await self._handle(frame)
+                self.handling = True
+                try:
+                    await self._handle(frame)
+                finally:
+                    self.handling = False
                 self.last_active = time.monotonic()
         except asyncio.CancelledError:
             pass
@@ -315,7 +320,8 @@ class NetworkServer:
             await asyncio.sleep(interval)
             cutoff = time.monotonic() - idle_s
             for conn in list(self.connections):
-                if conn.last_active < cutoff and not conn.queue:
+                # A connection waiting on its own request (a long poll) is not idle.
+                if conn.last_active < cutoff and not conn.queue and not conn.handling:
                     log.debug("closing idle connection %s", conn.id)
                     conn.close()
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Iterable
 class Purgatory:
     def __init__(self) -> None:
         self._watchers: dict[Hashable, set[asyncio.Event]] = {}
+        self.closed = False
 
     def notify(self, key: Hashable) -> None:
         events = self._watchers.get(key)
@@ -25,6 +26,12 @@ class Purgatory:
         for events in self._watchers.values():
             for event in events:
                 event.set()
+
+    def close(self) -> None:
+        """Shutdown: every waiting operation completes now with what it has, and new ones do
+        not wait, so in-flight long polls are answered instead of cut."""
+        self.closed = True
+        self.notify_all()
 
     @property
     def watcher_count(self) -> int:
@@ -40,7 +47,7 @@ class Purgatory:
         timeout passes. Returns whether it completed."""
         if is_complete():
             return True
-        if timeout_s <= 0:
+        if timeout_s <= 0 or self.closed:
             return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -60,6 +67,8 @@ class Purgatory:
                 event.clear()
                 if is_complete():
                     return True
+                if self.closed:
+                    return False
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)

@@ -14,13 +14,18 @@ if TYPE_CHECKING:
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
+# DescribeCluster endpoint types (Kafka's EndpointType).
+ENDPOINT_TYPE_BROKER = 1
+ENDPOINT_TYPE_CONTROLLER = 2
+ENDPOINT_TYPE_NAMES = {ENDPOINT_TYPE_BROKER: "BROKER", ENDPOINT_TYPE_CONTROLLER: "CONTROLLER"}
+
 
 def api_versions(broker: Broker, ctx: RequestContext, req: m.ApiVersionsRequest):
     resp = m.ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=[
             m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in broker.apis.advertised(ctx.listener).items()
+            for k, (lo, hi) in broker.apis.advertised(broker.listener_kind(ctx.listener)).items()
         ],
     )
     if ctx.api_version >= 3:
@@ -136,16 +141,36 @@ async def metadata(broker: Broker, ctx: RequestContext, req: m.MetadataRequest):
 
 
 def describe_cluster(broker: Broker, ctx: RequestContext, req: m.DescribeClusterRequest):
-    image = broker.image
-    return m.DescribeClusterResponse(
+    """Brokers on a broker listener, controllers on a controller listener (KIP-919); asking a
+    listener for the other kind of endpoint is an error, as in Kafka."""
+    R = m.DescribeClusterResponse
+    on_controller = broker.listener_kind(ctx.listener) == "controller"
+    expected = ENDPOINT_TYPE_CONTROLLER if on_controller else ENDPOINT_TYPE_BROKER
+    requested = req.endpoint_type
+    if requested not in ENDPOINT_TYPE_NAMES:
+        return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
+                 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                 error_message=f"Unsupported endpoint type {requested}",
+                 cluster_id="")
+    if requested != expected:
+        return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
+                 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                 error_message=f"The request was sent to an endpoint of type "
+                               f"{ENDPOINT_TYPE_NAMES[expected]}, but we wanted an endpoint of "
+                               f"type {ENDPOINT_TYPE_NAMES[requested]}",
+                 cluster_id="")
+    if on_controller:
+        nodes = [(node_id, host, port, None)
+                 for node_id, host, port in broker.controller_endpoints(ctx.listener)]
+    else:
+        nodes = _brokers(broker, ctx, broker.image)
+    return R(
         error_code=ErrorCode.NONE,
-        endpoint_type=req.endpoint_type,
+        endpoint_type=expected,
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
-        brokers=[
-            m.DescribeClusterResponse.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
-            for b, h, p, r in _brokers(broker, ctx, image)
-        ],
+        brokers=[R.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
+                 for b, h, p, r in nodes],
     )
 
 
