@@ -110,7 +110,7 @@ def run(quick: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         workdir = Path(tmp)
         data_file = workdir / "records.txt"
-        line = b"r" * (RECORD_SIZE - 1) + b"\n"  # kcat sends each line (without \n) as a record
+        line = b"r" * RECORD_SIZE + b"\n"  # kcat sends each line (without \n) as a record
         with open(data_file, "wb") as f:
             f.write(line * n)
         (workdir / "broker").mkdir()
