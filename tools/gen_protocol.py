@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPECS = REPO_ROOT.parent / "shared" / "kafka-protocol"
+# The Kafka 3.8 specs, copied from the shared ../shared/kafka-protocol so CI needs nothing
+# outside the repository.
+DEFAULT_SPECS = REPO_ROOT / "tools" / "kafka-protocol"
 DEFAULT_OUT = REPO_ROOT / "src" / "odradek" / "protocol" / "messages" / "generated"
 
 SPEC_DIRS = (

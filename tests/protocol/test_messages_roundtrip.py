@@ -57,7 +57,7 @@ from odradek.protocol.messages import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
+SPECS = REPO / "tools" / "kafka-protocol"  # a copy of ../shared/kafka-protocol (Kafka 3.8)
 GENERATED = REPO / "src" / "odradek" / "protocol" / "messages" / "generated"
 SPEC_FILES = sorted(SPECS.glob("messages/*.json")) + sorted(SPECS.glob("records/*/*.json"))
 SPECS_BY_NAME = {spec["name"]: spec for spec in (json.loads(p.read_text()) for p in SPEC_FILES)}
