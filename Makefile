@@ -22,6 +22,15 @@ kcat:
 
 .PHONY: kcat
 
+# Spark (odradek.spark and its tests) needs Java 17+; from Debian, installed only when missing.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing Java 17 from Debian"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	   openjdk-17-jre-headless) >/dev/null; }
+
+.PHONY: java
+
 # Byte-compile once so every broker/tool process starts fast, even where the environment
 # sets PYTHONDONTWRITEBYTECODE (the generated codecs are large).
 bytecode: $(STAMP)
@@ -32,7 +41,7 @@ bytecode: $(STAMP)
 run: bytecode
 	$(VENV)/bin/odradek server-start
 
-test: bytecode kcat
+test: bytecode kcat java
 	$(PY) -m pytest -q
 
 generate: $(STAMP)
