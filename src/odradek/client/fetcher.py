@@ -588,21 +588,28 @@ class Fetcher:
         key_deserializer = self.key_deserializer
         value_deserializer = self.value_deserializer
         new = tuple.__new__
-        out = []
-        append = out.append
-        for record in iter_records(data, pos, header):
-            offset = record.offset
-            if offset < position:
-                continue
-            key = record.key
-            value = record.value
-            append(new(ConsumerRecord, (
-                topic, partition, offset, record.timestamp, timestamp_type,
-                key if key_deserializer is None else key_deserializer(key),
-                value if value_deserializer is None else value_deserializer(value),
-                record.headers, epoch,
-                -1 if key is None else len(key), -1 if value is None else len(value))))
-        return out
+
+        if key_deserializer is None and value_deserializer is None:
+            def factory(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                        headers: list[Any]) -> ConsumerRecord:
+                return new(ConsumerRecord, (
+                    topic, partition, offset, timestamp, timestamp_type, key, value, headers,
+                    epoch, -1 if key is None else len(key), -1 if value is None else len(value)))
+        else:
+            def factory(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+                        headers: list[Any]) -> ConsumerRecord:
+                return new(ConsumerRecord, (
+                    topic, partition, offset, timestamp, timestamp_type,
+                    key if key_deserializer is None else key_deserializer(key),
+                    value if value_deserializer is None else value_deserializer(value),
+                    headers, epoch, -1 if key is None else len(key),
+                    -1 if value is None else len(value)))
+
+        records = iter_records(data, pos, header, factory=factory)
+        if header.base_offset >= position:
+            return list(records)
+        # A compressed batch fetched from its middle: skip the records below the position.
+        return [record for record in records if record.offset >= position]
 
     @staticmethod
     def _update_offsets(state: PartitionState, fetch: CompletedFetch) -> None:

@@ -15,6 +15,7 @@ Record layout (varints are zig-zag)::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from odradek.protocol import primitives
 from odradek.protocol.errors import CorruptRecordError, DecodeError
@@ -28,6 +29,9 @@ from odradek.protocol.records.batch import (
 from odradek.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 
 Header = tuple[str, bytes | None]
+T = TypeVar("T")
+#: builds one decoded record from (offset, timestamp, key, value, headers)
+RecordFactory = Callable[[int, int, "bytes | None", "bytes | None", "list[Header]"], Any]
 
 # primitives' readers index any byte sequence; records are decoded from `bytes` for fast slicing.
 _VarintReader = Callable[[bytes, int], tuple[int, int]]
@@ -103,9 +107,12 @@ def iter_records(
     header: BatchHeader | None = None,
     *,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-) -> Iterator[Record]:
+    factory: RecordFactory = Record,
+) -> Iterator[Any]:
     """Lazily decode the records of the v2 batch at `pos` (decompressing first if needed).
 
+    Each record comes out as ``factory(offset, timestamp, key, value, headers)`` (a `Record`
+    by default; a consumer builds its own record type directly, with no object in between).
     Raises CorruptRecordError on any inconsistency: a record running past its declared
     length, fewer or more records than recordsCount, bad lengths or varints.
     """
@@ -118,7 +125,8 @@ def iter_records(
         header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
     )
     return _decode_records(
-        data, header.records_count, header.base_offset, header.base_timestamp, log_append_time
+        data, header.records_count, header.base_offset, header.base_timestamp, log_append_time,
+        factory,
     )
 
 
@@ -128,7 +136,8 @@ def _decode_records(
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None,
-) -> Iterator[Record]:
+    factory: RecordFactory,
+) -> Iterator[Any]:
     size = len(data)
     pos = 0
     try:
@@ -234,7 +243,7 @@ def _decode_records(
             timestamp = (
                 base_timestamp + timestamp_delta if log_append_time is None else log_append_time
             )
-            yield Record(base_offset + offset_delta, timestamp, key, value, headers)
+            yield factory(base_offset + offset_delta, timestamp, key, value, headers)
     except (IndexError, DecodeError) as exc:
         if isinstance(exc, CorruptRecordError):
             raise
