@@ -1,14 +1,23 @@
-"""Decoding fetched record batches into Arrow: position and end bounds, control batches,
-compression, headers, and the read_committed filter for aborted transactions (built batches,
-no broker: Odradek has no transactions yet)."""
+"""Decoding fetched record batches into Arrow (the same rows as the per-record decoder):
+position and end bounds, control batches, compression, headers, and the read_committed filter
+for aborted transactions (built batches, no broker: Odradek has no transactions yet)."""
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
 
 from odradek.client.types import TopicPartition
-from odradek.protocol.records import Compression, TimestampType, build_batch, build_control_batch
+from odradek.protocol.records import (
+    Compression,
+    TimestampType,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+    iter_records,
+)
 from odradek.spark.fetch import AbortedTransactions, ArrowColumns, decode_partition
 from odradek.spark.schema import arrow_schema, source_schema
 
@@ -114,3 +123,51 @@ def test_corrupt_batch_is_reported():
     data[-1] ^= 0xFF
     with pytest.raises(Exception, match="crc"):
         decode(bytes(data), position=0, until=3)
+
+
+def reference(data: bytes, position: int, until: int, dropped: set[int]) -> list[dict]:
+    """Rows of the per-record decoder (`iter_records`), without control batches and the
+    offsets in `dropped`, in Spark's row layout."""
+    rows = []
+    for pos, header in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in iter_records(data, pos, header):
+            if position <= record.offset < until and record.offset not in dropped:
+                rows.append({
+                    "key": record.key, "value": record.value, "topic": TP.topic,
+                    "partition": TP.partition, "offset": record.offset,
+                    "timestamp": datetime.fromtimestamp(record.timestamp / 1000, timezone.utc),
+                    "timestampType": int(header.timestamp_type),
+                    "headers": [{"key": k, "value": v} for k, v in record.headers] or None})
+    return rows
+
+
+def rows_with_everything(base: int, count: int) -> list[tuple]:
+    return [(TS + i * 1000, None if i % 3 == 0 else f"k{base + i}".encode(),
+             None if i % 4 == 1 else b"v" * (i * 61 % 700),
+             [("h", None), ("ü", b"x" * i)][: i % 3]) for i in range(count)]
+
+
+@pytest.mark.parametrize("compression", list(Compression))
+def test_decode_equals_the_per_record_decoder(compression):
+    # Producer 7 aborts offsets 10-14 (marker 20); producer 8 commits 15-19 (marker 21).
+    tx = {"producer_epoch": 0, "base_sequence": 0, "is_transactional": True,
+          "compression": compression}
+    data = (build_batch(rows_with_everything(0, 10), base_offset=0, compression=compression)
+            + build_batch(rows_with_everything(10, 5), base_offset=10, producer_id=7, **tx)
+            + build_batch(rows_with_everything(15, 5), base_offset=15, producer_id=8, **tx)
+            + marker(20, 7, commit=False) + marker(21, 8, commit=True)
+            + build_batch(rows_with_everything(22, 100), base_offset=22,
+                          compression=compression))
+    for position, until in ((0, 200), (3, 110)):
+        next_offset, batch = decode(data, position, until, headers=True)
+        assert next_offset == min(until, 122)
+        assert batch.to_pylist() == reference(data, position, until, set())
+        next_offset, batch = decode(data, position, until, AbortedTransactions([(10, 7)]),
+                                    headers=True)
+        assert batch.to_pylist() == reference(data, position, until, set(range(10, 15)))
+        _, without_headers = decode(data, position, until, headers=False)
+        assert without_headers.to_pylist() == [
+            {k: v for k, v in row.items() if k != "headers"}
+            for row in reference(data, position, until, set())]

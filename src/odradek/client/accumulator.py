@@ -212,7 +212,7 @@ class ProducerBatch:
         "tp",
     )
 
-    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder, now: float,
+    def __init__(self, tp: TopicPartition, builder: RecordBatchBuilder | None, now: float,
                  delivery_timeout_s: float) -> None:
         self.tp = tp
         #: creation order (a counter: clock readings can tie)
@@ -227,7 +227,7 @@ class ProducerBatch:
         self.record_count = 0
         self.buffer_bytes = 0
         #: the open batch's uncompressed size estimate after its last append
-        self.estimate = builder.size_estimate
+        self.estimate = builder.size_estimate if builder is not None else 0
         self.full = False
         #: the built batch, once drained; kept for retries
         self.payload: bytearray | None = None
@@ -369,6 +369,34 @@ class RecordAccumulator:
                 batch.full = True
                 wake = True
             return future, wake
+
+    def append_batch(self, tp: TopicPartition, payload: bytearray, record_count: int
+                     ) -> ProduceResult:
+        """Queue a v2 record batch built by the caller as one batch of its own.
+
+        The batch has base offset 0 and no producer id, epoch or sequence (the sender stamps
+        them, as for built batches); it is sendable at once. The partition's open batch is
+        closed first, so records keep their order. Raises `BufferFull` like `append`.
+        """
+        size = len(payload)
+        with self.lock:
+            if self.used_bytes + size > self.buffer_memory and self.used_bytes > 0:
+                raise BufferFull(size)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            if queue:
+                queue[-1].full = True
+            batch = ProducerBatch(tp, None, time.monotonic(), self.delivery_timeout_s)
+            batch.payload = payload
+            batch.estimate = size
+            batch.record_count = record_count
+            batch.buffer_bytes = size
+            batch.full = True
+            self.incomplete.add(batch)
+            queue.append(batch)
+            self.used_bytes += size
+            return batch.result
 
     def _ratio(self, topic: str) -> float:
         if self.compression == Compression.NONE:

@@ -44,6 +44,7 @@ from typing import Any, Self
 from odradek.client.accumulator import (
     BufferFull,
     Callback,
+    ProduceResult,
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
@@ -424,6 +425,39 @@ class AsyncProducer:
                 TopicPartition(topic, p) for p in range(count)]
         return partitions[partition]
 
+    def append_record_batch(self, topic: str, partition: int, payload: bytearray,
+                            record_count: int) -> ProduceResult:
+        """Queue a v2 record batch built by the caller (base offset 0, no producer id, epoch
+        or sequence: see `RecordAccumulator.append_batch`) for `partition` without waiting;
+        the returned `ProduceResult` completes with the batch's base offset or error.
+
+        Thread-safe. Raises `_MetadataNeeded` when the partition is not known yet and
+        `BufferFull` when ``buffer.memory`` is used up.
+        """
+        if self._closing:
+            raise RuntimeError("Cannot perform operation after producer has been closed")
+        fatal = self._idempotence.fatal if self._idempotence is not None else None
+        if fatal is not None:
+            raise fatal
+        if len(payload) > self.max_request_size:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The record batch is {len(payload)} bytes which is larger than "
+                             f"{self.max_request_size}, which is the value of the "
+                             "max.request.size configuration.")
+        topic_metadata = self.cluster.metadata.topics.get(topic)
+        if topic_metadata is None or not topic_metadata.partitions:
+            raise _MetadataNeeded(topic)
+        if partition < 0:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Invalid partition given with record batch: {partition} is not "
+                             f"in the range [0...{len(topic_metadata.partitions)}).")
+        if partition >= len(topic_metadata.partitions):
+            raise _MetadataNeeded(topic)
+        result = self.accumulator.append_batch(TopicPartition(topic, partition), payload,
+                                               record_count)
+        self.wake()
+        return result
+
     def _available_partitions(self, topic_metadata: TopicMetadata) -> list[int]:
         """Partitions of the topic that have a leader (cached per metadata version)."""
         cached = self._available.get(topic_metadata.name)
@@ -684,11 +718,12 @@ class AsyncProducer:
         idempotence = self._idempotence
         by_topic: dict[str, list[Any]] = {}
         for batch in batches:
+            first_send = batch.attempts == 0
             if batch.payload is None and batch.builder is not None:
                 uncompressed = batch.builder.size_estimate - BATCH_HEADER_SIZE
                 self.metrics.uncompressed_bytes_total += uncompressed
             else:
-                uncompressed = 0
+                uncompressed = 0  # retried, or built by the caller (append_record_batch)
             if idempotence is not None:
                 sequence = batch.base_sequence
                 if sequence is None:
@@ -696,8 +731,9 @@ class AsyncProducer:
                 payload = batch.close(idempotence.producer_id, idempotence.epoch, sequence)
             else:
                 payload = batch.close()
-            if uncompressed:
-                self.accumulator.note_built(batch, uncompressed)
+            if first_send:
+                if uncompressed:
+                    self.accumulator.note_built(batch, uncompressed)
                 self.metrics.batch_total += 1
                 self.metrics.batch_bytes_total += len(payload)
             else:
@@ -952,6 +988,31 @@ class Producer(SyncFacade[AsyncProducer]):
             except _MetadataNeeded:
                 self._run(core.wait_on_metadata(topic, deadline, partition))
             except BufferFull as full:
+                core.wake()
+                if not core.accumulator.wait_for_space(full.size,
+                                                       deadline.remaining_ms() / 1000):
+                    if core.accumulator.closing:
+                        raise RuntimeError("Cannot perform operation after producer has been "
+                                           "closed") from None
+                    raise KafkaTimeoutError(
+                        f"Failed to allocate {full.size} bytes within the configured max "
+                        f"blocking time {core.max_block_ms} ms.") from None
+
+    def send_record_batch(self, topic: str, partition: int, payload: bytearray,
+                          record_count: int) -> ProduceResult:
+        """Queue a v2 record batch built by the caller (see
+        `AsyncProducer.append_record_batch`); blocks only for metadata or memory, like
+        `send`. The `ProduceResult` gives the batch's base offset or error once done."""
+        core = self._async
+        deadline: Deadline | None = None
+        while True:
+            try:
+                return core.append_record_batch(topic, partition, payload, record_count)
+            except _MetadataNeeded:
+                deadline = deadline or Deadline(core.max_block_ms)
+                self._run(core.wait_on_metadata(topic, deadline, partition))
+            except BufferFull as full:
+                deadline = deadline or Deadline(core.max_block_ms)
                 core.wake()
                 if not core.accumulator.wait_for_space(full.size,
                                                        deadline.remaining_ms() / 1000):

@@ -1,8 +1,9 @@
 """Executor side: read one partition's offset range into Arrow record batches.
 
 A task sends Fetch requests (sessionless, one partition) to the partition's leader through the
-client's `Cluster` and decodes each response's record batches straight into Arrow columns:
-no consumer, no per-record objects handed to Spark. One Arrow batch per Fetch response.
+client's `Cluster` and decodes each response's record batches straight into Arrow columns
+(`odradek.protocol.records.columnar.ColumnarDecoder`: no consumer, no Python object per
+record). One Arrow batch per Fetch response.
 
 * Control batches (transaction markers) are skipped; under ``read_committed`` the batches of
   aborted transactions are dropped with Kafka's rule (`AbortedTransactions`).
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from odradek.client.admin import AdminClient
 from odradek.client.admin_types import IsolationLevel, OffsetSpec
@@ -43,6 +45,7 @@ from odradek.protocol.records import (
     iter_records,
     verify_crc,
 )
+from odradek.protocol.records.columnar import HEADERS_TYPE, ColumnarDecoder
 from odradek.spark.offsets import OffsetRange
 from odradek.spark.options import SourceOptions, client_config
 
@@ -54,6 +57,7 @@ _SESSIONLESS_EPOCH = -1  # FINAL_EPOCH with no session id: a full fetch that ope
 _ZERO_UUID = uuid.UUID(int=0)
 _LAST_VERSION_WITH_TOPIC_NAMES = 12
 _NO_PROGRESS_PAUSE_S = 0.05
+_MICROS_PER_MILLI = pa.scalar(1000, pa.int64())
 
 DATA_LOSS_HINT = (
     "Some data may have been lost because they are not available in Kafka any more; either the "
@@ -123,64 +127,42 @@ def _is_abort_marker(data: Any, pos: int, header: BatchHeader) -> bool:
 
 
 class ArrowColumns:
-    """Rows of one topic partition collected column by column, then one Arrow batch."""
+    """Rows of one topic partition as one Arrow batch of the source schema: the batches'
+    records are decoded column by column (`ColumnarDecoder`: no Python object per record)."""
 
     def __init__(self, tp: TopicPartition, schema: pa.Schema, include_headers: bool) -> None:
         self.tp = tp
         self.schema = schema
         self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
-        self.headers: list[list[tuple[str, bytes | None]] | None] = []
+        self.decoder = ColumnarDecoder(
+            include_headers, schema.field("headers").type if include_headers else HEADERS_TYPE)
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        """Records added (some may fall outside their bounds and be dropped)."""
+        return len(self.decoder)
 
     def add_batch(self, data: Any, pos: int, header: BatchHeader, start: int, until: int) -> None:
-        """Append the batch's records with offsets in ``[start, until)``."""
-        keys, values = self.keys.append, self.values.append
-        offsets, timestamps = self.offsets.append, self.timestamps.append
-        headers = self.headers.append if self.include_headers else None
-        count = 0
-        for record in iter_records(data, pos, header):
-            offset = record.offset
-            if offset < start:
-                continue
-            if offset >= until:
-                break
-            keys(record.key)
-            values(record.value)
-            offsets(offset)
-            timestamps(record.timestamp)
-            if headers is not None:
-                headers(record.headers or None)  # Spark gives null, not [], for no headers
-            count += 1
-        self.timestamp_types.extend([int(header.timestamp_type)] * count)
+        """Add the batch's records with offsets in ``[start, until)``."""
+        self.decoder.add_batch(data, pos, header, start, until)
 
     def to_record_batch(self) -> pa.RecordBatch:
+        decoded = self.decoder.finish()
         schema = self.schema
-        rows = len(self.offsets)
+        rows = decoded.num_rows
         types = [f.type for f in schema]
+        microseconds = pc.multiply_checked(decoded.column("timestamp"), _MICROS_PER_MILLI)
         columns = [
-            pa.array(self.keys, types[0]),
-            pa.array(self.values, types[1]),
+            decoded.column("key"),
+            decoded.column("value"),
             pa.repeat(pa.scalar(self.tp.topic, types[2]), rows),
             pa.repeat(pa.scalar(self.tp.partition, types[3]), rows),
-            pa.array(self.offsets, types[4]),
-            pa.array(self.timestamps, pa.timestamp("ms", tz="UTC")).cast(types[5]),
-            pa.array(self.timestamp_types, types[6]),
+            decoded.column("offset"),
+            microseconds.view(types[5]),
+            decoded.column("timestampType"),
         ]
         if self.include_headers:
-            columns.append(pa.array(self.headers, types[7]))
-        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-        self.clear()
-        return batch
+            columns.append(decoded.column("headers"))
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def decode_partition(
@@ -345,7 +327,9 @@ def _read(loop: asyncio.AbstractEventLoop, fetcher: PartitionFetcher,
                              f"Records of {tp} fetched at offset {offset} are invalid: {exc}"
                              ) from None
         if len(columns):
-            yield columns.to_record_batch()
+            batch = columns.to_record_batch()
+            if batch.num_rows:
+                yield batch
         if next_offset > offset:
             offset, stalled_since = next_offset, None
             continue

@@ -26,13 +26,15 @@ behind the same three calls when Odradek has transactions; see docs/spark.md.
 from __future__ import annotations
 
 import logging
-import threading
+import random
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -43,8 +45,17 @@ from pyspark.sql.types import StructType
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+from odradek.client.accumulator import ProduceResult
 from odradek.client.errors import KafkaError
-from odradek.client.producer import PRODUCER_CONFIG, Producer, RecordMetadata
+from odradek.client.partitioner import partition_for_key
+from odradek.client.producer import PRODUCER_CONFIG, Producer, _compression_level
+from odradek.client.types import TopicPartition
+from odradek.protocol.records import Compression
+from odradek.protocol.records.columnar import (
+    EncodedBatch,
+    encode_headers,
+    encode_record_batches,
+)
 from odradek.spark.options import SinkOptions, client_config, parse_sink_options
 from odradek.spark.schema import validate_sink_schema
 
@@ -119,55 +130,262 @@ class PublishedTask(WriterCommitMessage):
     offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
 
-class _Acknowledgements:
-    """Collects the producer's per-record callbacks (run on the producer's I/O thread)."""
-
-    def __init__(self, published: PublishedTask) -> None:
-        self.published = published
-        self.error: KafkaError | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self, metadata: RecordMetadata | None, error: KafkaError | None) -> None:
-        with self._lock:
-            if error is not None or metadata is None:
-                self.error = self.error or error
-                return
-            self.published.records += 1
-            key = (metadata.topic, metadata.partition)
-            span = self.published.offsets.get(key)
-            offset = metadata.offset
-            self.published.offsets[key] = (offset, offset) if span is None else \
-                (min(span[0], offset), max(span[1], offset))
+#: The sink's record batch size when ``kafka.batch.size`` is not set, instead of the Java
+#: producer's 16 KiB: every batch costs Python work in the producer and in the broker, and
+#: bigger batches halve that cost per row (librdkafka's default is 1 MB).
+SINK_BATCH_SIZE = 256 * 1024
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
-    names = [n.lower() for n in batch.schema.names]
-    return batch.column(names.index(name)).to_pylist() if name in names else None
+class RecordBatchEncoder:
+    """A task's rows (Spark's Kafka sink columns) as v2 record batches per topic partition,
+    encoded column-wise (`encode_record_batches`: no Python object per row), the marker
+    headers on every record.
+
+    Partitions as Kafka's producer picks them: the ``partition`` column when set, else
+    murmur2 of the key (unless ``partitioner.ignore.keys``), else the topic's sticky partition,
+    which moves to the next partition (round robin from a random one) once ``batch.size``
+    bytes went to it. Record batches hold at most ``batch.size`` bytes (`SINK_BATCH_SIZE`
+    unless ``kafka.batch.size`` is set; one bigger record gets its own batch) and use
+    ``compression.type``; the records of an Arrow batch share one timestamp (CreateTime),
+    taken when it is encoded.
+    """
+
+    def __init__(self, options: SinkOptions, marker: BatchMarker,
+                 partition_count: Callable[[str], int]) -> None:
+        config = client_config(PRODUCER_CONFIG, options.client)
+        self.topic = options.topic
+        self.extra_headers = marker.headers() if options.batch_marker else []
+        self.batch_size = max(1, config["batch.size"] if "batch.size" in options.client
+                              else SINK_BATCH_SIZE)
+        self.compression = Compression[config["compression.type"].upper()]
+        self.compression_level = _compression_level(config, self.compression)
+        self.ignore_keys: bool = config["partitioner.ignore.keys"]
+        self.partition_count = partition_count
+        self._extra_size = len(encode_headers(self.extra_headers))
+        #: topic -> [sticky partition, bytes sent to it]
+        self._sticky: dict[str, list[int]] = {}
+
+    def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[TopicPartition, bytearray, int]]:
+        """(topic partition, record batch, records in it) for the rows of `batch`, in row
+        order within each partition."""
+        names = {name.lower(): index for index, name in enumerate(batch.schema.names)}
+        columns = {name: batch.column(names[name])
+                   for name in ("key", "value", "partition", "headers") if name in names}
+        rows = pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+        timestamp = int(time.time() * 1000)
+        for topic, topic_rows in self._by_topic(rows, batch.column(names["topic"])
+                                                if self.topic is None else None):
+            if not topic_rows.num_rows:
+                continue
+            count = self.partition_count(topic)
+            if self._all_sticky(topic_rows):
+                # One pass; each record batch goes to the sticky partition of the moment.
+                for payload, records in self._encode(topic_rows, timestamp):
+                    yield TopicPartition(topic, self._sticky_partition(topic, count,
+                                                                       len(payload))), \
+                        payload, records
+                continue
+            for partition, partition_rows in self._by_partition(topic, count, topic_rows):
+                for payload, records in self._encode(partition_rows, timestamp):
+                    yield TopicPartition(topic, partition), payload, records
+
+    def _encode(self, rows: pa.RecordBatch, timestamp: int) -> list[EncodedBatch]:
+        return encode_record_batches(
+            rows.column("value"), _optional(rows, "key"), _optional(rows, "headers"),
+            extra_headers=self.extra_headers, timestamp=timestamp,
+            max_batch_bytes=self.batch_size, compression=self.compression,
+            compression_level=self.compression_level)
+
+    def _all_sticky(self, rows: pa.RecordBatch) -> bool:
+        """No row has a partition or (unless keys are ignored) a key."""
+        explicit = _optional(rows, "partition")
+        keys = None if self.ignore_keys else _optional(rows, "key")
+        return (explicit is None or explicit.null_count == len(explicit)) and \
+            (keys is None or keys.null_count == len(keys))
+
+    def _sticky_partition(self, topic: str, count: int, size: int) -> int:
+        """The topic's sticky partition for `size` more bytes: it moves to the next one once
+        ``batch.size`` bytes went to it."""
+        state = self._sticky.get(topic)
+        if state is None or state[0] >= count:
+            state = self._sticky[topic] = [random.randrange(count), 0]
+        partition = state[0]
+        state[1] += size
+        if state[1] >= self.batch_size:
+            state[0], state[1] = (partition + 1) % count, 0
+        return partition
+
+    def _by_topic(self, rows: pa.RecordBatch, topics: pa.Array | None
+                  ) -> Iterator[tuple[str, pa.RecordBatch]]:
+        if topics is None:
+            assert self.topic is not None
+            yield self.topic, rows
+            return
+        if topics.null_count:
+            raise ValueError("null topic present in the data. Use the topic option for "
+                             "setting a topic.")
+        encoded = pc.dictionary_encode(topics)
+        names = encoded.dictionary.to_pylist()
+        if len(names) == 1:
+            yield names[0], rows
+            return
+        for index, name in enumerate(names):
+            yield name, rows.filter(pc.equal(encoded.indices, pa.scalar(index, pa.int32())))
+
+    def _by_partition(self, topic: str, count: int, rows: pa.RecordBatch
+                      ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        partitions = self._partitions(topic, count, rows)
+        if isinstance(partitions, int):
+            yield partitions, rows
+            return
+        for partition in sorted(pc.unique(partitions).to_pylist()):
+            yield partition, rows.filter(pc.equal(partitions, pa.scalar(partition, pa.int32())))
+
+    def _partitions(self, topic: str, count: int, rows: pa.RecordBatch) -> pa.Array | int:
+        """Each row's partition (an int when all rows share one)."""
+        explicit = _optional(rows, "partition")
+        keys = None if self.ignore_keys else _optional(rows, "key")
+        if keys is not None and keys.null_count == len(keys):
+            keys = None
+        if explicit is not None and not explicit.null_count:
+            return explicit.cast(pa.int32())
+        result = (pa.nulls(rows.num_rows, pa.int32()) if explicit is None
+                  else explicit.cast(pa.int32()))
+        if keys is not None:
+            hashed = pc.and_(pc.is_null(result), pc.is_valid(keys))
+            if pc.any(hashed).as_py():
+                keyed = pc.filter(_as_bytes(keys), hashed).to_pylist()
+                result = pc.replace_with_mask(result, hashed, pa.array(
+                    [partition_for_key(key, count) for key in keyed], pa.int32()))
+        sticky = pc.is_null(result)
+        if pc.any(sticky).as_py():
+            chosen = self._sticky_partitions(topic, count, rows.filter(sticky))
+            result = pc.replace_with_mask(result, sticky, chosen if not isinstance(chosen, int)
+                                          else pa.repeat(pa.scalar(chosen, pa.int32()),
+                                                         pc.sum(sticky).as_py()))
+        return result
+
+    def _sticky_partitions(self, topic: str, count: int, rows: pa.RecordBatch
+                           ) -> pa.Array | int:
+        """The sticky partition of each row, when rows with and without a partition are
+        mixed: it moves on once ``batch.size`` bytes (estimated record sizes, as Kafka's
+        producer counts them) went to it."""
+        state = self._sticky.get(topic)
+        if state is None or state[0] >= count:
+            state = self._sticky[topic] = [random.randrange(count), 0]
+        sizes = pc.add(pc.fill_null(pc.binary_length(_as_bytes(rows.column("value"))), 0),
+                       pa.scalar(self._extra_size + _RECORD_SIZE_OVERHEAD, pa.int32())
+                       ).cast(pa.int64())
+        key = _optional(rows, "key")
+        if key is not None:
+            sizes = pc.add(sizes, pc.fill_null(pc.binary_length(_as_bytes(key)), 0))
+        headers = _optional(rows, "headers")
+        if headers is not None and headers.null_count < len(headers):
+            sizes = pc.add(sizes, _headers_size(headers))
+        before = pc.subtract(pc.cumulative_sum(sizes), sizes)  # bytes sent before each row
+        first, used = state
+        total = used + pc.sum(sizes).as_py()
+        state[0] = (first + total // self.batch_size) % count
+        state[1] = total % self.batch_size
+        if total < self.batch_size:
+            return first
+        moves = pc.divide(pc.add(before, pa.scalar(used, pa.int64())),
+                          pa.scalar(self.batch_size, pa.int64()))
+        return pc.modulo(pc.add(moves, pa.scalar(first, pa.int64())),
+                         pa.scalar(count, pa.int64())).cast(pa.int32())
+
+
+# Bytes a record adds to its key, value and headers (Kafka's recordSizeUpperBound counts 21).
+_RECORD_SIZE_OVERHEAD = 21
+
+
+def _headers_size(headers: pa.Array) -> pa.Array:
+    """Per row, the bytes of its headers' keys and values plus 10 per header (int64)."""
+    entries = headers.values
+    both = pc.binary_join_element_wise(_as_bytes(entries.field(0)), _as_bytes(entries.field(1)),
+                                       b"", null_handling="replace", null_replacement="")
+    joined = pc.binary_join(pa.ListArray.from_arrays(headers.offsets, both), b"")
+    joined = pc.if_else(pc.is_valid(headers), joined, b"")
+    count = pc.fill_null(pc.list_value_length(headers), 0)
+    return pc.add(pc.binary_length(joined), pc.multiply(count, 10)).cast(pa.int64())
+
+
+def _optional(rows: pa.RecordBatch, name: str) -> pa.Array | None:
+    index = rows.schema.get_field_index(name)
+    return None if index < 0 else rows.column(index)
+
+
+def _as_bytes(column: pa.Array) -> pa.Array:
+    return column if column.type == pa.binary() else column.cast(pa.binary())
+
+
+#: Spark hands the sink Arrow batches of 10,000 rows; encoding fewer, bigger ones makes fewer
+#: Arrow calls, each of which gives up the GIL to the producer's I/O thread and waits to get
+#: it back.
+_ENCODE_MIN_ROWS = 65_536
+_ENCODE_MAX_BYTES = 64 * 1024 * 1024
+
+
+def _coalesced(batches: Iterator[pa.RecordBatch], min_rows: int,
+               max_bytes: int = _ENCODE_MAX_BYTES) -> Iterator[pa.RecordBatch]:
+    """`batches` concatenated into batches of at least `min_rows` rows (but the last), or
+    fewer when they reach `max_bytes`."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= min_rows or size >= max_bytes:
+            yield _concatenated(pending)
+            pending, rows, size = [], 0, 0
+    if pending:
+        yield _concatenated(pending)
+
+
+def _concatenated(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def publish_rows(producer: Producer, options: SinkOptions, batches: Iterator[pa.RecordBatch],
-                 marker: BatchMarker, acknowledge: _Acknowledgements) -> None:
-    """Send every row of `batches` (Spark's Kafka sink columns) through `producer`."""
-    marker_headers = marker.headers() if options.batch_marker else []
-    for batch in batches:
-        rows = batch.num_rows
-        values = _column(batch, "value")
-        assert values is not None  # the schema was validated
-        keys = _column(batch, "key") or [None] * rows
-        partitions = _column(batch, "partition") or [None] * rows
-        topics = [options.topic] * rows if options.topic is not None else _column(batch, "topic")
-        header_lists = _column(batch, "headers") or [None] * rows
-        assert topics is not None
-        for topic, key, value, partition, headers in zip(
-                topics, keys, values, partitions, header_lists, strict=True):
-            if topic is None:
-                raise ValueError("null topic present in the data. Use the topic option for "
-                                 "setting a topic.")
-            record_headers = [(h["key"], h["value"]) for h in headers] if headers else []
-            producer.send(topic, value, key, partition=partition,
-                          headers=record_headers + marker_headers or None, callback=acknowledge)
-        if acknowledge.error is not None:
-            break  # a record failed for good: fail the task without sending the rest
+                 marker: BatchMarker, published: PublishedTask) -> KafkaError | None:
+    """Send every row of `batches` (Spark's Kafka sink columns) through `producer` as record
+    batches (`RecordBatchEncoder`), flush, and count what was acknowledged into `published`.
+    Returns the first error (sending stops after an Arrow batch once one is known)."""
+    partition_counts: dict[str, int] = {}
+
+    def partition_count(topic: str) -> int:
+        if topic not in partition_counts:
+            partition_counts[topic] = len(producer.partitions_for(topic))
+        return partition_counts[topic]
+
+    encoder = RecordBatchEncoder(options, marker, partition_count)
+    sent: list[tuple[TopicPartition, int, ProduceResult]] = []
+    settled = 0  # sent[:settled] are acknowledged without error
+    for batch in _coalesced(batches, _ENCODE_MIN_ROWS):
+        for tp, payload, count in encoder.encode(batch):
+            sent.append((tp, count, producer.send_record_batch(tp.topic, tp.partition,
+                                                               payload, count)))
+        while settled < len(sent) and sent[settled][2].done and \
+                sent[settled][2].error is None:
+            settled += 1
+        if settled < len(sent) and sent[settled][2].done:
+            break  # a batch failed for good: fail the task without sending the rest
+    producer.flush()
+    for tp, count, result in sent:
+        if result.error is not None:
+            return result.error
+        published.records += count
+        key = (tp.topic, tp.partition)
+        first, last = result.base_offset, result.base_offset + count - 1
+        if result.base_offset < 0:  # acks=0: the broker does not say
+            first = last = -1
+        span = published.offsets.get(key)
+        published.offsets[key] = (first, last) if span is None else \
+            (min(span[0], first), max(span[1], last))
+    return None
 
 
 class CommitProtocol(Protocol):
@@ -198,14 +416,12 @@ class AtLeastOnce:
                      ) -> PublishedTask:
         """Executor: publish the task's rows; returns only when all are acknowledged."""
         published = PublishedTask(marker)
-        acknowledge = _Acknowledgements(published)
         config = client_config(PRODUCER_CONFIG, self.options.client, **{
             "client.id": self.options.client.get("client.id", "odradek-spark-writer")})
         with Producer(config) as producer:
-            publish_rows(producer, self.options, batches, marker, acknowledge)
-            producer.flush()
-        if acknowledge.error is not None:
-            raise acknowledge.error
+            error = publish_rows(producer, self.options, batches, marker, published)
+        if error is not None:
+            raise error
         return published
 
     def commit(self, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
