@@ -269,6 +269,8 @@ class AsyncProducer:
         self.client_id = self.cluster.client_id
         self.key_serializer = key_serializer or to_bytes
         self.value_serializer = value_serializer or to_bytes
+        self._raw_keys = self.key_serializer is to_bytes
+        self._raw_values = self.value_serializer is to_bytes
         self.acks = -1 if config["acks"] in ("all", "-1") else int(config["acks"])
         self.max_in_flight: int = config["max.in.flight.requests.per.connection"]
         self.max_request_size: int = config["max.request.size"]
@@ -361,9 +363,12 @@ class AsyncProducer:
                   ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None,
                              int]:
         """(key bytes, value bytes, headers, estimated size); checks the size limits."""
-        key_bytes = self.key_serializer(key)
-        value_bytes = self.value_serializer(value)
-        header_list = _headers(headers)
+        # bytes (or None) under the default serializers need no call: the common case
+        key_bytes = key if self._raw_keys and (key is None or type(key) is bytes) \
+            else self.key_serializer(key)
+        value_bytes = value if self._raw_values and (value is None or type(value) is bytes) \
+            else self.value_serializer(value)
+        header_list = _headers(headers) if headers else None
         size = estimate_record_size(key_bytes, value_bytes, header_list)
         if size + BATCH_HEADER_SIZE > self.max_request_size:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
