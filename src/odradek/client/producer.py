@@ -39,7 +39,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from odradek.client.accumulator import (
     BufferFull,
@@ -82,6 +82,7 @@ _PRODUCE, _INIT_PRODUCER_ID = 0, 22
 _MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5
 # How long the idle sender sleeps at most while anything is queued or in flight (expiry checks).
 _MAX_SENDER_SLEEP_S = 1.0
+T = TypeVar("T")
 _client_ids = itertools.count(1)
 
 Serializer = Callable[[Any], "bytes | None"]
@@ -986,22 +987,9 @@ class Producer(SyncFacade[AsyncProducer]):
             return core.append(topic, partition, timestamp_ms, callback, *record)
         except (_MetadataNeeded, BufferFull):
             pass  # the slow path: wait for metadata or memory, then try again
-        deadline = Deadline(core.max_block_ms)
-        while True:
-            try:
-                return core.append(topic, partition, timestamp_ms, callback, *record)
-            except _MetadataNeeded:
-                self._run(core.wait_on_metadata(topic, deadline, partition))
-            except BufferFull as full:
-                core.wake()
-                if not core.accumulator.wait_for_space(full.size,
-                                                       deadline.remaining_ms() / 1000):
-                    if core.accumulator.closing:
-                        raise RuntimeError("Cannot perform operation after producer has been "
-                                           "closed") from None
-                    raise KafkaTimeoutError(
-                        f"Failed to allocate {full.size} bytes within the configured max "
-                        f"blocking time {core.max_block_ms} ms.") from None
+        return self._append_blocking(
+            topic, partition,
+            lambda: core.append(topic, partition, timestamp_ms, callback, *record))
 
     def send_record_batch(self, topic: str, partition: int, payload: bytearray,
                           record_count: int) -> ProduceResult:
@@ -1009,15 +997,21 @@ class Producer(SyncFacade[AsyncProducer]):
         `AsyncProducer.append_record_batch`); blocks only for metadata or memory, like
         `send`. The `ProduceResult` gives the batch's base offset or error once done."""
         core = self._async
-        deadline: Deadline | None = None
+        return self._append_blocking(
+            topic, partition,
+            lambda: core.append_record_batch(topic, partition, payload, record_count))
+
+    def _append_blocking(self, topic: str, partition: int | None, append: Callable[[], T]) -> T:
+        """Run `append` until it succeeds, waiting (up to ``max.block.ms``) for the topic's
+        metadata or for buffer memory in between."""
+        core = self._async
+        deadline = Deadline(core.max_block_ms)
         while True:
             try:
-                return core.append_record_batch(topic, partition, payload, record_count)
+                return append()
             except _MetadataNeeded:
-                deadline = deadline or Deadline(core.max_block_ms)
                 self._run(core.wait_on_metadata(topic, deadline, partition))
             except BufferFull as full:
-                deadline = deadline or Deadline(core.max_block_ms)
                 core.wake()
                 if not core.accumulator.wait_for_space(full.size,
                                                        deadline.remaining_ms() / 1000):
