@@ -143,6 +143,16 @@ def test_describe_and_list_a_live_group(broker, admin, topic, capsys):
         assert out == "\n" + header + "".join("\n" + rows[tp.partition] for tp in order) \
             + "\n\n"
 
+        # --offsets is the default sub-action: the same table.
+        code, offsets_out, _ = tool(broker, capsys, "--describe", "--group", group, "--offsets")
+        assert code == 0 and offsets_out == out
+
+        code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members")
+        header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'HOST':<15} {'CLIENT-ID':<15} "
+                  f"{'#PARTITIONS':<15} ")
+        row = f"{group:<15} {member_id} {'/127.0.0.1':<15} {'cli-test':<15} {2:<15} "
+        assert code == 0 and out == f"\n{header}\n{row}\n"
+
         code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members",
                             "--verbose")
         header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'HOST':<15} {'CLIENT-ID':<15} "
@@ -180,6 +190,30 @@ def test_describe_and_list_a_live_group(broker, admin, topic, capsys):
     assert f"Consumer group '{group}' has no active members." in err
 
 
+def test_describe_members_shows_group_instance_ids_of_static_members(broker, admin, topic,
+                                                                    capsys):
+    group = f"static-{uuid.uuid4().hex[:6]}"
+    config = consumer_config(broker.bootstrap, group, **{"client.id": "cli-static",
+                                                         "group.instance.id": "instance-1"})
+    member = ThreadMember(config, [topic], [], threading.Lock())
+    member.start()
+    try:
+        wait_for(lambda: group_shape(admin, group) == ("Stable", [2]), 30, "a stable group")
+        member_id = admin.describe_groups([group])[group].members[0].member_id
+        code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members",
+                            "--verbose")
+        width = len(member_id)
+        header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'GROUP-INSTANCE-ID':<17} "
+                  f"{'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} ASSIGNMENT")
+        row = (f"{group:<15} {member_id} {'instance-1':<17} {'/127.0.0.1':<15} "
+               f"{'cli-static':<15} {2:<15} {topic}(0,1)")
+        assert code == 0 and out.splitlines()[1:] == [header, row]
+    finally:
+        member.stop()
+    # A static member sends no LeaveGroup: it stays until its session times out.
+    assert group_shape(admin, group) == ("Stable", [2])
+
+
 def test_reset_offsets_scenarios_verified_by_consuming(broker, admin, topic, capsys):
     group = f"reset-{uuid.uuid4().hex[:6]}"
     # Dry run (the default, with a warning): shows the plan, changes nothing.
@@ -189,6 +223,11 @@ def test_reset_offsets_scenarios_verified_by_consuming(broker, admin, topic, cap
     assert lines[1] == f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} {'NEW-OFFSET':<15}"
     assert sorted(lines[2:]) == sorted(f"{group:<30} {topic:<30} {p:<10} {4:<15}"
                                        for p in range(2))
+    assert admin.list_consumer_group_offsets(group) == {}
+    # --to-current of partitions without a committed offset: the log end.
+    code, out, _ = reset(broker, capsys, group, "--topic", topic, "--to-current", "--dry-run")
+    assert code == 0 and sorted(out.splitlines()[2:]) == sorted(
+        f"{group:<30} {topic:<30} {p:<10} {RECORDS:<15}" for p in range(2))
     assert admin.list_consumer_group_offsets(group) == {}
 
     def execute(*args: str) -> dict[int, int]:
@@ -217,6 +256,11 @@ def test_reset_offsets_scenarios_verified_by_consuming(broker, admin, topic, cap
     plan = Path(broker.workdir) / "plan.csv"
     plan.write_text(f"{topic},0,8\n{topic},1,3\n")
     assert execute("--from-file", str(plan)) == {0: 8, 1: 3}
+    # --execute with --export: applied, and the plan printed as CSV.
+    code, exported, _ = reset(broker, capsys, group, "--topic", topic, "--shift-by", "-1",
+                              "--execute", "--export")
+    assert code == 0 and sorted(exported.split()) == [f"{topic},0,7", f"{topic},1,2"]
+    assert next_offsets(broker, group, topic) == {0: 7, 1: 2}
 
     code, _, _ = reset(broker, capsys, group, "--topic", topic, "--to-latest", "--execute")
     offsets = admin.list_consumer_group_offsets(group)
@@ -224,8 +268,14 @@ def test_reset_offsets_scenarios_verified_by_consuming(broker, admin, topic, cap
 
     code, out, err = tool(broker, capsys, "--describe", "--group", group)
     assert f"Consumer group '{group}' has no active members." in err
-    assert all(line.split()[5] == "0" and line.split()[6] == "-"
-               for line in out.splitlines()[2:] if line.strip())
+    rows = [line.split() for line in out.splitlines()[2:] if line.strip()]
+    assert len(rows) == 2 and all(row[5] == "0" and row[6] == "-" for row in rows)
+    # Consuming after --to-latest starts with the records written after the reset.
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition in range(2):
+        producer.produce(topic, value=b"after-reset", partition=partition)
+    assert producer.flush(30) == 0
+    assert next_offsets(broker, group, topic) == {0: RECORDS, 1: RECORDS}
 
 
 def test_delete_offsets_and_delete_groups(broker, admin, topic, capsys):

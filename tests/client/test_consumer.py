@@ -16,7 +16,6 @@ from odradek.client import (
     AsyncConsumer,
     ConfigResource,
     Consumer,
-    GroupsNotSupportedError,
     KafkaError,
     NewTopic,
     NoOffsetForPartitionError,
@@ -272,7 +271,7 @@ def test_retention_deletes_segments_under_the_consumer(tmp_path):
         broker.stop()
 
 
-def test_committed_offsets_need_consumer_groups(odradek_broker):
+def test_committed_offsets_need_a_group_id(odradek_broker):
     tp = TopicPartition(_topic("groups"), 0)
     with _consumer(odradek_broker) as consumer:
         with pytest.raises(KafkaError) as error:
@@ -280,17 +279,24 @@ def test_committed_offsets_need_consumer_groups(odradek_broker):
         assert error.value.code == ErrorCode.INVALID_GROUP_ID
         with pytest.raises(KafkaError, match="group.id"):
             consumer.commit({tp: 1})
-        with pytest.raises(GroupsNotSupportedError):
+        with pytest.raises(KafkaError) as error:
             consumer.subscribe([tp.topic])
-    with _consumer(odradek_broker, **{"group.id": "g1"}) as consumer:
-        with pytest.raises(GroupsNotSupportedError, match="g1"):
-            consumer.committed([tp])
-        with pytest.raises(NotImplementedError):
-            consumer.commit({tp: 1})
-        # Positions still work (from auto.offset.reset).
-        _create(odradek_broker, tp.topic)
+        assert error.value.code == ErrorCode.INVALID_GROUP_ID
+    # With a group.id and assign(), commits go to the group as a simple consumer
+    # (generation -1) and become the start position of a later consumer.
+    _create(odradek_broker, tp.topic)
+    _produce(odradek_broker, tp.topic, [b"x"] * 3)
+    group = _topic("g")
+    manual = {"group.id": group, "enable.auto.commit": False}
+    with _consumer(odradek_broker, **manual) as consumer:
+        assert consumer.committed([tp]) == {tp: None}
         consumer.assign([tp])
-        assert consumer.position(tp) == 0
+        assert consumer.position(tp) == 0  # from auto.offset.reset
+        consumer.commit({tp: 2})
+        assert consumer.committed([tp])[tp].offset == 2
+    with _consumer(odradek_broker, **manual) as consumer:
+        consumer.assign([tp])
+        assert consumer.position(tp) == 2
 
 
 def test_poll_without_assignment_fails(odradek_broker):

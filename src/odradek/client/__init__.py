@@ -5,7 +5,8 @@
   clients.
 * `AdminClient` (async) and `Admin` (blocking): Kafka's Admin API.
 * `AsyncProducer` / `Producer`: Kafka's producer (batching, compression, idempotence).
-* `AsyncConsumer` / `Consumer`: Kafka's consumer with manual assignment (groups to come).
+* `AsyncConsumer` / `Consumer`: Kafka's consumer, with manual assignment or consumer group
+  membership (`subscribe`, see `group` and `assignors`).
 
 Imports only `odradek.protocol`.
 """
@@ -52,6 +53,7 @@ from odradek.client.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from odradek.client.group import ConsumerRebalanceListener
 from odradek.client.producer import (
     PRODUCER_CONFIG,
     AsyncProducer,
@@ -60,7 +62,6 @@ from odradek.client.producer import (
     RecordMetadata,
 )
 from odradek.client.subscription import (
-    GroupsNotSupportedError,
     OffsetAndMetadata,
     OffsetResetStrategy,
     OffsetStore,
@@ -90,10 +91,10 @@ __all__ = [
     "ConfigType",
     "Connection",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CreatedTopic",
     "DeletedRecords",
-    "GroupsNotSupportedError",
     "IsolationLevel",
     "KafkaConfigError",
     "KafkaConnectionError",

@@ -1,13 +1,14 @@
 """The consumer: `AsyncConsumer` (asyncio) and `Consumer` (blocking), Kafka's KafkaConsumer
-with manual assignment.
+with manual assignment or group membership (`subscribe`).
 
     with Consumer({"bootstrap.servers": "127.0.0.1:9092", "auto.offset.reset": "earliest"}) as c:
         c.assign([TopicPartition("events", 0)])
         for record in c.poll(timeout_ms=1000):
             print(record.offset, record.key, record.value)
 
-* Partitions come from `assign()`; where each starts comes from the `OffsetStore` (committed
-  offsets; none until consumer groups exist) and otherwise ``auto.offset.reset``
+* Partitions come from `assign()` or, after `subscribe()`, from the group (see `group`:
+  join, assignors, heartbeats, rebalance listener); where each starts comes from the
+  `OffsetStore` (the group's committed offsets) and otherwise ``auto.offset.reset``
   (earliest / latest / none). `seek`, `seek_to_beginning` and `seek_to_end` move positions;
   the latter two are resolved lazily (ListOffsets) on the next `poll` or `position`.
 * `poll` returns up to ``max.poll.records`` records. Fetching is pipelined: before `poll`
@@ -18,16 +19,20 @@ with manual assignment.
   `OffsetOutOfRangeError` from `poll` when it is ``none``.
 * ``isolation.level=read_committed`` reads up to the last stable offset and drops aborted
   transactions; control batches are never returned.
-* `committed` / `commit` need consumer groups: without ``group.id`` they raise Kafka's
-  INVALID_GROUP_ID error, with one `GroupsNotSupportedError` (see `subscription`).
+* `committed` / `commit` read and write the group's offsets; without ``group.id`` they (and
+  `subscribe`) raise Kafka's INVALID_GROUP_ID error. With ``enable.auto.commit`` the
+  positions are committed every ``auto.commit.interval.ms`` (from `poll`), before a
+  rebalance revokes partitions and on `close`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import itertools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,14 +44,13 @@ from odradek.client.cluster import Cluster
 from odradek.client.config import COMMON_CONFIG, ClientConfig, ConfigKey, at_least, one_of
 from odradek.client.errors import KafkaTimeoutError
 from odradek.client.fetcher import ConsumerRecord, Deserializer, Fetcher, OffsetOutOfRangeError
+from odradek.client.group import ConsumerCoordinator, GroupOffsetStore, RebalanceListener
 from odradek.client.retry import Deadline
 from odradek.client.subscription import (
-    GroupsNotSupportedError,
     NoGroupOffsetStore,
     OffsetAndMetadata,
     OffsetResetStrategy,
     OffsetStore,
-    PendingGroupOffsetStore,
     SubscriptionState,
 )
 from odradek.client.sync import SyncFacade, blocking
@@ -58,7 +62,6 @@ __all__ = [
     "AsyncConsumer",
     "Consumer",
     "ConsumerRecord",
-    "GroupsNotSupportedError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
@@ -120,8 +123,9 @@ class OffsetAndTimestamp:
 
 
 class AsyncConsumer:
-    """Kafka's consumer on asyncio, with manual partition assignment. Use from one task at a
-    time; ``await close()`` (or ``async with``) when done."""
+    """Kafka's consumer on asyncio, with manual partition assignment (`assign`) or group
+    membership (`subscribe`). Use from one task at a time; ``await close()`` (or
+    ``async with``) when done."""
 
     def __init__(
         self,
@@ -146,11 +150,17 @@ class AsyncConsumer:
                                 if config["isolation.level"] == "read_committed"
                                 else IsolationLevel.READ_UNCOMMITTED)
         self.subscriptions = SubscriptionState(OffsetResetStrategy(config["auto.offset.reset"]))
-        if offset_store is None:
-            offset_store = PendingGroupOffsetStore(group_id) if group_id else NoGroupOffsetStore()
-        self.offset_store: OffsetStore = offset_store
         self.fetcher = Fetcher(self.cluster, self.subscriptions, config, self._request_metadata,
                                key_deserializer, value_deserializer)
+        self.coordinator: ConsumerCoordinator | None = None
+        if group_id:
+            self.coordinator = ConsumerCoordinator(
+                self.cluster, config, self.subscriptions, self.fetcher.drop,
+                self.fetcher.data_ready.set)
+        if offset_store is None:
+            offset_store = GroupOffsetStore(self.coordinator) if self.coordinator else \
+                NoGroupOffsetStore()
+        self.offset_store: OffsetStore = offset_store
         # Offset lookups reuse the admin client's ListOffsets logic over this consumer's
         # connections and metadata.
         self._admin = AdminClient(config)
@@ -173,6 +183,9 @@ class AsyncConsumer:
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment)."""
         self._check_open()
+        if self.coordinator is not None and self.coordinator.subscribed:
+            raise RuntimeError("Subscription to topics, partitions and pattern are mutually "
+                               "exclusive")
         removed = self.subscriptions.assign_from_user(TopicPartition(*tp) for tp in partitions)
         self.fetcher.drop(removed)
         self._request_metadata()
@@ -180,13 +193,54 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assignment
 
-    def unsubscribe(self) -> None:
-        self.assign([])
+    async def unsubscribe(self) -> None:
+        """Drop the assignment; a group member (auto-)commits, revokes and leaves its group."""
+        if self.coordinator is not None and self.coordinator.subscribed:
+            await self.coordinator.unsubscribe()
+        self.fetcher.drop(self.subscriptions.assign_from_user([]))
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        raise GroupsNotSupportedError(
-            "subscribe() needs consumer group support, which this client does not have yet; "
-            "use assign()")
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+                  pattern: str | re.Pattern[str] | None = None,
+                  listener: RebalanceListener | None = None) -> None:
+        """Join the consumer group (``group.id``) for `topics` (names, or a compiled regular
+        expression matched against every topic name); the group assigns the partitions on
+        the next `poll`s. `listener`'s ``on_partitions_revoked`` / ``on_partitions_assigned``
+        / ``on_partitions_lost`` run around each rebalance."""
+        self._check_open()
+        if self.coordinator is None:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, NoGroupOffsetStore.MESSAGE)
+        if isinstance(topics, re.Pattern):
+            topics, pattern = [], topics
+        elif isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if pattern is None and not names:
+            raise ValueError("subscribe() needs topics or a pattern; use unsubscribe() to "
+                             "leave the group")
+        if any(not name or not name.strip() for name in names):
+            raise ValueError("Topic collection to subscribe to cannot contain null or empty "
+                             "topic")
+        if not self.coordinator.subscribed and self.subscriptions.assignment:
+            raise RuntimeError("Subscription to topics, partitions and pattern are mutually "
+                               "exclusive")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.coordinator.subscribe(names, compiled, listener)
+        self._request_metadata()
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (those matching the pattern, with a pattern)."""
+        coordinator = self.coordinator
+        if coordinator is None or not coordinator.subscribed:
+            return set()
+        return set(coordinator.subscribed_topics if coordinator.pattern is not None
+                   else coordinator.topics)
+
+    def group_metadata(self) -> tuple[str, int, str, str | None] | None:
+        """(group id, generation, member id, group instance id) of this member, or None
+        without ``group.id`` (Kafka's ConsumerGroupMetadata)."""
+        c = self.coordinator
+        return None if c is None else (c.group_id, c.generation_id, c.member_id,
+                                       c.group_instance_id)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         """Fetch `partition` from `offset` on the next poll."""
@@ -251,13 +305,17 @@ class AsyncConsumer:
         """Records fetched since the last poll (up to ``max.poll.records``); waits up to
         `timeout_ms` for some when none are buffered."""
         self._check_open()
-        if not self.subscriptions.assignment:
+        coordinator = self.coordinator
+        if not (coordinator is not None and coordinator.subscribed) and \
+                not self.subscriptions.assignment:
             raise RuntimeError("Consumer is not subscribed to any topics or assigned any "
                                "partitions")
         limit = max_records or self.max_poll_records
         deadline = Deadline(timeout_ms)
         fetcher = self.fetcher
         while True:
+            if coordinator is not None:
+                await coordinator.poll(deadline)
             self._ensure_positions()
             if self.cluster.metadata_is_stale({tp.topic for tp in self.subscriptions.assignment}):
                 self._request_metadata()
@@ -358,6 +416,9 @@ class AsyncConsumer:
             await self.cluster.refresh_metadata(
                 topics | set(self.cluster.metadata.topics),
                 allow_auto_topic_creation=self.config["allow.auto.create.topics"])
+            coordinator = self.coordinator
+            if coordinator is not None and await coordinator.pattern_changed():
+                coordinator.request_rejoin("the topics matching the pattern changed")
         except KafkaError as error:
             log.debug("metadata refresh failed: %s", error)
         finally:
@@ -434,10 +495,11 @@ class AsyncConsumer:
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
                      ) -> None:
-        """Commit `offsets` (default: the current positions) to the group."""
+        """Commit `offsets` (default: the current positions) to the group, synchronously."""
         if offsets is None:
-            offsets = {tp: state.position for tp, state in self.subscriptions.items()
-                       if state.position is not None}
+            offsets = {tp: OffsetAndMetadata(state.position, leader_epoch=state.position_epoch
+                                             if state.position_epoch >= 0 else None)
+                       for tp, state in self.subscriptions.items() if state.position is not None}
         await self.offset_store.commit({
             TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata)
             else OffsetAndMetadata(value) for tp, value in offsets.items()})
@@ -451,6 +513,11 @@ class AsyncConsumer:
     async def close(self) -> None:
         if self._closed:
             return
+        if self.coordinator is not None:
+            try:
+                await self.coordinator.close()
+            except Exception as error:  # closing goes on: the group expires us anyway
+                log.warning("leaving group %s failed: %s", self.group_id, error)
         self._closed = True
         for task in (self._metadata_task, self._positions_task):
             if task is not None:
@@ -477,6 +544,19 @@ def on_loop(method: Callable[Concatenate[AsyncConsumer, P], R]
     return wrapper
 
 
+class _ThreadedListener:
+    """Runs a blocking consumer's rebalance callbacks off the loop thread."""
+
+    def __init__(self, listener: RebalanceListener) -> None:
+        self.listener = listener
+        for name in ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost"):
+            callback = getattr(listener, name, None)
+            if callback is not None:
+                # (async callbacks run on the loop as they are)
+                setattr(self, name, callback if inspect.iscoroutinefunction(callback)
+                        else functools.partial(asyncio.to_thread, callback))
+
+
 class Consumer(SyncFacade[AsyncConsumer]):
     """The blocking consumer: `AsyncConsumer`'s methods, run on a private event loop thread.
     Use as a context manager, or call `close`."""
@@ -497,8 +577,19 @@ class Consumer(SyncFacade[AsyncConsumer]):
 
     assign = on_loop(AsyncConsumer.assign)
     assignment = on_loop(AsyncConsumer.assignment)
-    unsubscribe = on_loop(AsyncConsumer.unsubscribe)
-    subscribe = on_loop(AsyncConsumer.subscribe)
+    unsubscribe = blocking(AsyncConsumer.unsubscribe)
+    subscription = on_loop(AsyncConsumer.subscription)
+    group_metadata = on_loop(AsyncConsumer.group_metadata)
+
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+                  pattern: str | re.Pattern[str] | None = None,
+                  listener: RebalanceListener | None = None) -> None:
+        """`AsyncConsumer.subscribe`; the listener's callbacks run in a worker thread while
+        the rebalance waits for them, so they may call this consumer (e.g. `commit`)."""
+        wrapped = None if listener is None else _ThreadedListener(listener)
+        self._run(_invoke(AsyncConsumer.subscribe, (self._async, topics),
+                          {"pattern": pattern, "listener": wrapped}))
+
     seek = on_loop(AsyncConsumer.seek)
     seek_to_beginning = on_loop(AsyncConsumer.seek_to_beginning)
     seek_to_end = on_loop(AsyncConsumer.seek_to_end)

@@ -1,17 +1,15 @@
 """What a consumer reads and where it starts: the assignment and the offset store.
 
-These are the two seams consumer groups plug into:
+The two seams consumer groups plug into:
 
 * `SubscriptionState` holds the assigned partitions and, per partition, the fetch position,
   pause flag, pending offset reset and the last high watermark / log start / last stable
-  offset seen. Today partitions come from `assign()` (`assign_from_user`); the group
-  protocol will call `assign_from_group` after each rebalance.
+  offset seen. Partitions come from `assign()` (`assign_from_user`) or from the group
+  protocol after each rebalance (`assign_from_group`, see `group`).
 * `OffsetStore` says where a newly assigned partition starts (`initial_offsets`: the committed
   offsets) and serves `committed()` / `commit()`. Without a ``group.id`` there are no committed
   offsets (`NoGroupOffsetStore`, Kafka's InvalidGroupIdException for commit calls); with one,
-  `PendingGroupOffsetStore` stands in until the group coordinator client exists: it knows no
-  committed offsets, so positions come from ``auto.offset.reset``, and commit calls fail
-  with `GroupsNotSupportedError`.
+  `group.GroupOffsetStore` asks the group's coordinator (OffsetFetch / OffsetCommit).
 """
 
 from __future__ import annotations
@@ -25,13 +23,11 @@ from odradek.client.types import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
-    "GroupsNotSupportedError",
     "NoGroupOffsetStore",
     "OffsetAndMetadata",
     "OffsetResetStrategy",
     "OffsetStore",
     "PartitionState",
-    "PendingGroupOffsetStore",
     "SubscriptionState",
 ]
 
@@ -56,10 +52,6 @@ class OffsetAndMetadata:
     offset: int
     metadata: str = ""
     leader_epoch: int | None = None
-
-
-class GroupsNotSupportedError(NotImplementedError):
-    """Committed offsets need consumer group support, which this client does not have yet."""
 
 
 class OffsetStore(Protocol):
@@ -94,33 +86,6 @@ class NoGroupOffsetStore:
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         raise KafkaError(ErrorCode.INVALID_GROUP_ID, self.MESSAGE)
-
-
-class PendingGroupOffsetStore:
-    """A consumer with a ``group.id``, before group support exists: positions start from
-    ``auto.offset.reset`` and commit calls raise `GroupsNotSupportedError`."""
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-
-    def _unsupported(self) -> GroupsNotSupportedError:
-        return GroupsNotSupportedError(
-            f"Committed offsets of group '{self.group_id}' need consumer group support "
-            "(FindCoordinator, OffsetCommit, OffsetFetch), which this client does not have "
-            "yet; positions start from auto.offset.reset")
-
-    async def initial_offsets(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {}
-
-    async def committed(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        raise self._unsupported()
-
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        raise self._unsupported()
 
 
 class PartitionState:
@@ -162,7 +127,7 @@ class SubscriptionState:
         self.default_reset = default_reset
         self._assignment: dict[TopicPartition, PartitionState] = {}
 
-    # -- the assignment source (user now, group later)
+    # -- the assignment source (the user, or the group after a rebalance)
     def assign_from_user(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """Replace the assignment; keeps the state of partitions that stay. Returns the
         partitions no longer assigned."""
