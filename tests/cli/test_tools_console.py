@@ -103,17 +103,31 @@ def test_timestamps_and_partition_offset_options(odradek_broker):
     assert earliest.stdout == "p1-0\n"
 
 
-def test_group_is_accepted_with_a_warning(odradek_broker):
+def test_group_commits_and_the_next_run_resumes(odradek_broker):
     topic = _topic("group")
     _create(odradek_broker, topic, partitions=3)
-    with Producer({"bootstrap.servers": odradek_broker.bootstrap}) as producer:
-        for p in range(3):
-            producer.send(topic, b"from-%d" % p, partition=p)
-        producer.flush(20)
+
+    def produce(tag: bytes) -> None:
+        with Producer({"bootstrap.servers": odradek_broker.bootstrap}) as producer:
+            for p in range(3):
+                producer.send(topic, tag + b"-%d" % p, partition=p)
+            producer.flush(20)
+
+    produce(b"first")
     consumed = _consume(odradek_broker, topic, "--group", "my-group", count=3)
-    assert sorted(consumed.stdout.splitlines()) == ["from-0", "from-1", "from-2"]
-    warnings = [line for line in consumed.stderr.splitlines() if "WARNING" in line]
-    assert len(warnings) == 1 and "group" in warnings[0] and "committed offsets" in warnings[0]
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == ["first-0", "first-1", "first-2"]
+    assert "WARNING" not in consumed.stderr
+    # The group committed its positions: the next run starts after them, not at the
+    # beginning, although --from-beginning is given (it only applies without commits).
+    produce(b"second")
+    again = _consume(odradek_broker, topic, "--group", "my-group", count=3)
+    assert sorted(again.stdout.splitlines()) == ["second-0", "second-1", "second-2"]
+    described = odradek("consumer-groups", "--bootstrap-server", odradek_broker.bootstrap,
+                        "--describe", "--group", "my-group")
+    rows = [line.split() for line in described.stdout.splitlines() if line.startswith("my-group")]
+    assert sorted((row[2], row[3], row[5]) for row in rows) == [
+        ("0", "2", "0"), ("1", "2", "0"), ("2", "2", "0")]  # PARTITION, CURRENT-OFFSET, LAG
 
 
 def test_include_regex_reads_matching_topics(odradek_broker):

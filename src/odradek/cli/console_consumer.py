@@ -5,11 +5,13 @@ DefaultMessageFormatter (``--property print.key=true print.timestamp=true ...``)
 (``--max-messages`` reached, ``--timeout-ms`` passed, or Ctrl-C) it prints ``Processed a total
 of N messages`` on stderr, as Kafka does.
 
-Without consumer groups (not implemented yet) the tool reads by assignment: ``--topic`` (or
-``--include``) reads every partition of the matching topics, starting per ``auto.offset.reset``
-(latest, or earliest with ``--from-beginning``), which is what a new group would do.
-``--group`` is accepted, but since committed offsets arrive with group support a one-line
-warning says so on stderr and the tool behaves as without it.
+With ``--group`` (or ``group.id`` in ``--consumer-property`` / ``--consumer.config``) the tool
+joins that consumer group: it subscribes to ``--topic`` (or the ``--include`` pattern), starts at
+the group's committed offsets (else per ``auto.offset.reset``) and commits as it goes (auto
+commit, and on exit), as Kafka's does. Without a group it reads by assignment: every partition
+of the matching topics, starting per ``auto.offset.reset`` (latest, or earliest with
+``--from-beginning``), which is what Kafka's throwaway ``console-consumer-N`` group does,
+without leaving a group behind.
 """
 
 from __future__ import annotations
@@ -45,10 +47,6 @@ log = logging.getLogger("org.apache.kafka.tools.consumer.ConsoleConsumer")
 
 FORMATTERS = ("kafka.tools.DefaultMessageFormatter",
               "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
-GROUP_WARNING = ("WARNING: consumer groups are not supported yet: --group is accepted, but "
-                 "every partition is read by assignment and committed offsets arrive with "
-                 "group support.")
-
 _PROPERTY_HELP = (
     "The properties to initialize the message formatter. Default properties include: \n"
     " print.timestamp=true|false\n print.key=true|false\n print.offset=true|false\n"
@@ -281,10 +279,12 @@ def consumer_props(options: ParsedOptions) -> tuple[dict[str, Any], str | None]:
     props.setdefault("client.id", "console-consumer")
     if options.has("isolation-level") or "isolation.level" not in props:
         props["isolation.level"] = options.value("isolation-level")
-    # Reading by assignment: the group id stays out of the consumer (see the module doc).
-    props.pop("group.id", None)
-    props.pop("enable.auto.commit", None)
-    return props, (groups.pop() if groups else None)
+    group = groups.pop() if groups else None
+    if group is None:
+        props.pop("enable.auto.commit", None)  # reading by assignment (see the module doc)
+    else:
+        props["group.id"] = group
+    return props, group
 
 
 def formatter_props(options: ParsedOptions) -> dict[str, str]:
@@ -301,6 +301,15 @@ def formatter_props(options: ParsedOptions) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------
 # running
+
+
+def subscribe(consumer: Consumer, options: ParsedOptions) -> None:
+    """Join the group for the topic or the include pattern (Kafka's ConsumerWrapper)."""
+    topic = options.value("topic")
+    if topic is not None:
+        consumer.subscribe([topic])
+    else:
+        consumer.subscribe(re.compile(options.value("include") or options.value("whitelist")))
 
 
 def assign(consumer: Consumer, options: ParsedOptions, offset: int | str) -> None:
@@ -334,13 +343,14 @@ class Progress:
 
 def process(consumer: Consumer, formatter: DefaultMessageFormatter, output: BinaryIO,
             max_messages: int, timeout_ms: int | None, skip_on_error: bool,
-            progress: Progress, reassign: Callable[[], None]) -> None:
+            progress: Progress, reassign: Callable[[], None] | None) -> None:
     """Print records until `max_messages` (-1: forever) or `timeout_ms` without records
-    (TimeoutError)."""
+    (TimeoutError). `reassign` looks the partitions up again while there are none (reading
+    by assignment; None for a group member, whose polls join the group)."""
     poll_timeout = timeout_ms if timeout_ms is not None else 1000
     last_record = time.monotonic()
     while max_messages < 0 or progress.count < max_messages:
-        if not consumer.assignment():
+        if reassign is not None and not consumer.assignment():
             # No matching partitions yet: look again until some appear.
             if timeout_ms is not None and (time.monotonic() - last_record) * 1000 > timeout_ms:
                 raise TimeoutError
@@ -379,8 +389,6 @@ def execute(options: ParsedOptions) -> int:
         props, group = consumer_props(options)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if group is not None:
-        print(GROUP_WARNING, file=sys.stderr)
     max_messages = options.value("max-messages")
     timeout_ms = options.value("timeout-ms")
     if timeout_ms is not None and timeout_ms < 0:
@@ -390,11 +398,14 @@ def execute(options: ParsedOptions) -> int:
     consumer: Consumer | None = None
     try:
         consumer = Consumer(props)
-        assign(consumer, options, offset)
+        if group is None:
+            assign(consumer, options, offset)
+        else:
+            subscribe(consumer, options)
         process(consumer, formatter, sys.stdout.buffer,
                 -1 if max_messages is None else max_messages, timeout_ms,
                 options.has("skip-message-on-error"), progress,
-                lambda: assign(consumer, options, offset))
+                None if group is not None else lambda: assign(consumer, options, offset))
     except KeyboardInterrupt:
         code = 130
     except TimeoutError:
