@@ -37,7 +37,17 @@ def admin(broker):
 def _topic(admin: Admin, partitions: int) -> str:
     name = f"pyg-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    # Every partition has a leader in the broker's metadata before a client subscribes: a
+    # group leader whose metadata lacks the topic assigns nothing (kafka-python then keeps
+    # that empty assignment), as against Kafka right after a create.
+    wait_for(lambda: _leaders_known(admin, name, partitions), 30, f"metadata of {name}")
     return name
+
+
+def _leaders_known(admin: Admin, topic: str, partitions: int) -> bool:
+    described = admin.describe_topics([topic])[topic].partitions
+    return len(described) == partitions and all(
+        p.leader is not None and p.leader >= 0 for p in described)
 
 
 def _produce(broker, topic: str, partitions: int, start: int, count: int) -> None:
