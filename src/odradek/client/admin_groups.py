@@ -22,8 +22,10 @@ from typing import Any, TypeVar
 
 from odradek.client.cluster import Cluster
 from odradek.client.connection import Connection
-from odradek.client.errors import error_from_code
+from odradek.client.errors import error_from_code, raise_for
+from odradek.client.offset_fetch import committed_offsets, offset_fetch_request
 from odradek.client.retry import Deadline
+from odradek.client.subscription import OffsetAndMetadata
 from odradek.client.types import Node, TopicPartition
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError, ErrorCode, KafkaError
@@ -41,7 +43,6 @@ __all__ = [
 T = TypeVar("T")
 
 _FIND_COORDINATOR, _LIST_GROUPS = 10, 16
-_OFFSET_FETCH_MULTI_GROUP = 8  # OffsetFetch v8+ names groups in a list
 _FIND_COORDINATOR_BATCHED = 4  # FindCoordinator v4+ takes a list of keys
 _COORDINATOR_TYPE_GROUP = 0
 _AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -87,13 +88,6 @@ class GroupDescription:
         return not self.protocol_type
 
 
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    offset: int
-    metadata: str = ""
-    leader_epoch: int | None = None
-
-
 def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
     """The partitions of a ConsumerProtocolAssignment (empty when `data` is not one).
     Versions newer than ours are read with our newest schema: they only append fields."""
@@ -110,12 +104,6 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
         return ()
     return tuple(TopicPartition(tp.topic, index)
                  for tp in assignment.assigned_partitions for index in tp.partitions)
-
-
-def _raise_for(code: int, message: str | None = None) -> None:
-    error = error_from_code(code, message)
-    if error is not None:
-        raise error
 
 
 @dataclass
@@ -144,9 +132,9 @@ class GroupAdmin:
                                          timeout_ms=self.cluster.request_timeout(deadline))
         if version >= _FIND_COORDINATOR_BATCHED:
             (found,) = response.coordinators
-            _raise_for(found.error_code, found.error_message)
+            raise_for(found.error_code, found.error_message)
             return Node(found.node_id, found.host, found.port)
-        _raise_for(response.error_code, response.error_message)
+        raise_for(response.error_code, response.error_message)
         return Node(response.node_id, response.host, response.port)
 
     async def _with_coordinator(self, call_name: str, group_id: str,
@@ -193,7 +181,7 @@ class GroupAdmin:
             response = await connection.send(
                 m.ListGroupsRequest(states_filter=states_filter, types_filter=types_filter),
                 api_version=version, timeout_ms=self.cluster.request_timeout(deadline))
-            _raise_for(response.error_code)
+            raise_for(response.error_code)
             return [GroupListing(g.group_id, g.protocol_type,
                                  g.group_state if version >= 4 else None,
                                  g.group_type if version >= 5 else None)
@@ -221,7 +209,7 @@ class GroupAdmin:
                     groups=[group_id],
                     include_authorized_operations=include_authorized_operations))
                 (group,) = response.groups
-                _raise_for(group.error_code)
+                raise_for(group.error_code)
                 return _group_description(group, coordinator.node)
 
             return await self._with_coordinator("describeConsumerGroups", group_id, send,
@@ -238,46 +226,18 @@ class GroupAdmin:
         wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
 
         async def send(coordinator: _Coordinator) -> dict[TopicPartition, OffsetAndMetadata]:
-            topics = None
+            topics: dict[str, list[int]] | None = None
             if wanted is not None:
-                by_topic: dict[str, list[int]] = defaultdict(list)
+                topics = defaultdict(list)
                 for tp in wanted:
-                    by_topic[tp.topic].append(tp.partition)
-                topics = list(by_topic.items())
+                    topics[tp.topic].append(tp.partition)
             version = coordinator.connection.pick_version(m.OffsetFetchRequest.API_KEY,
                                                           min_version=2)
-            if version >= _OFFSET_FETCH_MULTI_GROUP:
-                T = m.OffsetFetchRequest.OffsetFetchRequestTopics
-                request = m.OffsetFetchRequest(require_stable=require_stable, groups=[
-                    m.OffsetFetchRequest.OffsetFetchRequestGroup(
-                        group_id=group_id,
-                        topics=None if topics is None else [
-                            T(name=name, partition_indexes=indexes) for name, indexes in topics])])
-            else:
-                T1 = m.OffsetFetchRequest.OffsetFetchRequestTopic
-                request = m.OffsetFetchRequest(
-                    group_id=group_id, require_stable=require_stable,
-                    topics=None if topics is None else [
-                        T1(name=name, partition_indexes=indexes) for name, indexes in topics])
+            request = offset_fetch_request(group_id, topics, require_stable, version)
             response = await coordinator.connection.send(
                 request, api_version=version,
                 timeout_ms=self.cluster.request_timeout(coordinator.deadline))
-            if version >= _OFFSET_FETCH_MULTI_GROUP:
-                (group,) = response.groups
-                _raise_for(group.error_code)
-                result_topics = group.topics
-            else:
-                _raise_for(response.error_code)
-                result_topics = response.topics
-            out: dict[TopicPartition, OffsetAndMetadata] = {}
-            for topic in result_topics:
-                for p in topic.partitions:
-                    _raise_for(p.error_code)
-                    if p.committed_offset >= 0:
-                        out[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "",
-                            p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None)
-            return out
+            return committed_offsets(response, version)
 
         return await self._with_coordinator("listConsumerGroupOffsets", group_id, send,
                                             timeout_ms)
@@ -327,7 +287,7 @@ class GroupAdmin:
                 response = await self._send(coordinator,
                                             m.DeleteGroupsRequest(groups_names=[group_id]))
                 (result,) = response.results
-                _raise_for(result.error_code)
+                raise_for(result.error_code)
 
             await self._with_coordinator("deleteConsumerGroups", group_id, send, timeout_ms)
 
@@ -350,7 +310,7 @@ class GroupAdmin:
             response = await self._send(coordinator, R(group_id=group_id, topics=[
                 R.OffsetDeleteRequestTopic(name=name, partitions=parts)
                 for name, parts in by_topic.items()]))
-            _raise_for(response.error_code)
+            raise_for(response.error_code)
             return {TopicPartition(topic.name, p.partition_index): error_from_code(p.error_code)
                     for topic in response.topics for p in topic.partitions}
 

@@ -16,6 +16,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "error_from_code",
+    "raise_for",
 ]
 
 
@@ -46,3 +47,10 @@ def error_from_code(code: int, message: str | None = None) -> KafkaError | None:
     if code == 0:
         return None
     return KafkaError(code, message or None)
+
+
+def raise_for(code: int, message: str | None = None) -> None:
+    """Raise the error of a response's error code (nothing for NONE)."""
+    error = error_from_code(code, message)
+    if error is not None:
+        raise error

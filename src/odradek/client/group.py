@@ -38,7 +38,12 @@ from odradek.client.assignors import PartitionAssignor, Subscription, assignors_
 from odradek.client.cluster import Cluster
 from odradek.client.config import ClientConfig
 from odradek.client.connection import Connection
-from odradek.client.errors import KafkaConfigError, KafkaConnectionError, error_from_code
+from odradek.client.errors import (
+    KafkaConfigError,
+    KafkaConnectionError,
+    raise_for,
+)
+from odradek.client.offset_fetch import committed_offsets, offset_fetch_request
 from odradek.client.retry import Deadline
 from odradek.client.subscription import OffsetAndMetadata, SubscriptionState
 from odradek.client.types import Node, TopicPartition
@@ -59,7 +64,6 @@ log = logging.getLogger("odradek.client.group")
 T = TypeVar("T")
 
 _FIND_COORDINATOR_BATCHED = 4
-_OFFSET_FETCH_MULTI_GROUP = 8
 _SUBSCRIPTION_VERSION = 3
 
 #: errors after which the coordinator is looked up again
@@ -112,12 +116,6 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for tp in sorted(set(partitions)):
         grouped[tp.topic].append(tp.partition)
     return grouped
-
-
-def _raise_for(code: int, message: str | None = None) -> None:
-    error = error_from_code(code, message)
-    if error is not None:
-        raise error
 
 
 class ConsumerCoordinator:
@@ -198,10 +196,10 @@ class ConsumerCoordinator:
                                              timeout_ms=self.cluster.request_timeout(deadline))
         if version >= _FIND_COORDINATOR_BATCHED:
             (found,) = response.coordinators
-            _raise_for(found.error_code, found.error_message)
+            raise_for(found.error_code, found.error_message)
             node = Node(found.node_id, found.host, found.port)
         else:
-            _raise_for(response.error_code, response.error_message)
+            raise_for(response.error_code, response.error_message)
             node = Node(response.node_id, response.host, response.port)
         self._connection = await self.cluster.connect_to((node.host, node.port), deadline)
         if node != self.coordinator:
@@ -678,33 +676,10 @@ class ConsumerCoordinator:
         async def attempt(deadline: Deadline) -> dict[TopicPartition, OffsetAndMetadata | None]:
             connection = await self._find_coordinator(deadline)
             version = connection.pick_version(m.OffsetFetchRequest.API_KEY, min_version=2)
-            if version >= _OFFSET_FETCH_MULTI_GROUP:
-                Topics = m.OffsetFetchRequest.OffsetFetchRequestTopics
-                request = m.OffsetFetchRequest(require_stable=True, groups=[
-                    m.OffsetFetchRequest.OffsetFetchRequestGroup(
-                        group_id=self.group_id,
-                        topics=[Topics(name=n, partition_indexes=p) for n, p in grouped.items()])])
-            else:
-                Topic = m.OffsetFetchRequest.OffsetFetchRequestTopic
-                request = m.OffsetFetchRequest(
-                    group_id=self.group_id, require_stable=version >= 7,
-                    topics=[Topic(name=n, partition_indexes=p) for n, p in grouped.items()])
+            request = offset_fetch_request(self.group_id, grouped, True, version)
             response = await self._send(request, deadline, min_version=version)
-            if version >= _OFFSET_FETCH_MULTI_GROUP:
-                (group,) = response.groups
-                _raise_for(group.error_code)
-                topics = group.topics
-            else:
-                _raise_for(response.error_code)
-                topics = response.topics
             found: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(wanted)
-            for topic in topics:
-                for p in topic.partitions:
-                    _raise_for(p.error_code)
-                    if p.committed_offset >= 0:
-                        found[TopicPartition(topic.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "",
-                            p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None)
+            found.update(committed_offsets(response, version))
             return found
 
         return await self._call("fetchCommittedOffsets", attempt, timeout_ms)

@@ -44,8 +44,8 @@ from typing import Any, Self, TypeVar
 from odradek.client.accumulator import (
     BufferFull,
     Callback,
-    ProduceResult,
     ProducerBatch,
+    ProduceResult,
     RecordAccumulator,
     RecordFuture,
     RecordMetadata,
