@@ -10,6 +10,7 @@ import uuid
 from confluent_kafka import Producer as ConfluentProducer
 
 from odradek.client import Admin, NewTopic, Producer
+from odradek.client.accumulator import RecordAccumulator
 from odradek.client.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
 
@@ -33,23 +34,33 @@ def test_murmur2_matches_kafka_utils_vectors():
     assert to_positive(-1) == 0x7FFFFFFF
 
 
-def test_sticky_partitioner_picks_available_partitions_and_switches():
-    partitioner = StickyPartitioner(100, rng=random.Random(7))
-    first = partitioner.partition("t", 4, [1, 3])
+def test_sticky_partition_takes_available_partitions_and_switches_after_batch_size():
+    accumulator = RecordAccumulator(batch_size=100, linger_ms=0, buffer_memory=1 << 20,
+                                    delivery_timeout_ms=60_000)
+    accumulator.partitioner = StickyPartitioner(rng=random.Random(7))
+    topic = accumulator.topic_queues("t", 4, [1, 3])
+
+    def keyless(size: int) -> int:
+        future, _ = accumulator.append(topic, None, 0, None, b"v", None, None, size)
+        return future._result.tp.partition  # the batch it joined, before any send
+
+    first = keyless(60)
     assert first in (1, 3)
-    assert partitioner.partition("t", 4, [1, 3]) == first
-    partitioner.on_append("t", first, 60, 4, [1, 3])
-    assert partitioner.partition("t", 4, [1, 3]) == first  # 60 < batch.size
-    partitioner.on_append("t", first, 60, 4, [1, 3])
-    assert partitioner.partition("t", 4, [1, 3]) == ({1, 3} - {first}).pop()
+    assert topic.sticky == first  # 60 < batch.size: the next record goes there too
+    assert keyless(60) == first
+    assert topic.sticky == ({1, 3} - {first}).pop()  # 120 >= batch.size: switched
+    assert keyless(10) == topic.sticky != first
+    keyed, _ = accumulator.append(topic, 0, 0, b"k", b"v", None, None, 10)
+    assert keyed._result.tp.partition == 0
 
 
 def test_adaptive_partitioning_prefers_short_queues():
     queues = {0: 50, 1: 0, 2: 50}
-    partitioner = StickyPartitioner(1, queue_sizes=lambda topic: queues, rng=random.Random(1))
-    # The first sticky partition of each topic: weighted by (longest queue + 1 - queue).
-    chosen = [partitioner.partition(f"t{i}", 3, [0, 1, 2]) for i in range(300)]
+    partitioner = StickyPartitioner(queue_sizes=lambda topic: queues, rng=random.Random(1))
+    # Each draw is weighted by (longest queue + 1 - queue).
+    chosen = [partitioner.next_partition(f"t{i}", 3, [0, 1, 2], -1) for i in range(300)]
     assert chosen.count(1) > 0.8 * len(chosen)
+    assert {partitioner.next_partition("t", 3, [0, 1, 2], 1) for _ in range(50)} <= {0, 2}
 
 
 def test_same_partitions_as_librdkafka_murmur2_random(odradek_broker):

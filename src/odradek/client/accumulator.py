@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator, Iterable
 from typing import Any, NamedTuple
 
 from odradek.client.errors import KafkaTimeoutError
+from odradek.client.partitioner import StickyPartitioner
 from odradek.client.types import TopicPartition
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.records import (
@@ -46,6 +47,7 @@ __all__ = [
     "RecordAccumulator",
     "RecordFuture",
     "RecordMetadata",
+    "TopicQueues",
     "estimate_record_size",
 ]
 
@@ -193,6 +195,7 @@ class ProducerBatch:
     """Records for one partition, sent together."""
 
     __slots__ = (
+        "_record_count",
         "attempts",
         "base_sequence",
         "buffer_bytes",
@@ -206,7 +209,6 @@ class ProducerBatch:
         "payload",
         "producer_epoch",
         "producer_id",
-        "record_count",
         "result",
         "retry_at",
         "tp",
@@ -224,7 +226,8 @@ class ProducerBatch:
         self.deadline = now + delivery_timeout_s
         self.attempts = 0
         self.retry_at = 0.0
-        self.record_count = 0
+        #: the count of a batch given whole or already built (the builder counts open ones)
+        self._record_count = 0
         self.buffer_bytes = 0
         #: the open batch's uncompressed size estimate after its last append
         self.estimate = builder.size_estimate if builder is not None else 0
@@ -239,6 +242,11 @@ class ProducerBatch:
     def __repr__(self) -> str:
         return (f"<ProducerBatch {self.tp} records={self.record_count} "
                 f"seq={self.base_sequence} attempts={self.attempts}>")
+
+    @property
+    def record_count(self) -> int:
+        builder = self.builder
+        return builder.records_count if builder is not None else self._record_count
 
     @property
     def last_sequence(self) -> int:
@@ -263,6 +271,7 @@ class ProducerBatch:
             builder.producer_epoch = producer_epoch
             builder.base_sequence = NO_SEQUENCE if base_sequence is None else base_sequence
             self.payload = bytearray(builder.build())
+            self._record_count = builder.records_count
             self.builder = None
         elif (producer_id, producer_epoch, base_sequence) != (
                 self.producer_id, self.producer_epoch, self.base_sequence):
@@ -292,6 +301,27 @@ class ProducerBatch:
                               self.tp)
 
 
+class TopicQueues:
+    """One topic's partition queues and its sticky partition for keyless records (Kafka's
+    TopicInfo with its BuiltInPartitioner state): an append finds both by index."""
+
+    __slots__ = ("available", "count", "partitions", "queues", "sticky", "sticky_bytes",
+                 "topic")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.count = 0
+        #: one shared TopicPartition and one queue per partition
+        self.partitions: list[TopicPartition] = []
+        self.queues: list[deque[ProducerBatch]] = []
+        #: partitions with a leader: where the next sticky partition may go
+        self.available: list[int] = []
+        #: the partition keyless records go to; -1 until chosen
+        self.sticky = -1
+        #: bytes appended to the sticky partition since it was chosen
+        self.sticky_bytes = 0
+
+
 class RecordAccumulator:
     """Per-partition batch queues, shared between sending threads and the sender."""
 
@@ -304,6 +334,7 @@ class RecordAccumulator:
         delivery_timeout_ms: float,
         compression: Compression = Compression.NONE,
         compression_level: int | None = None,
+        adaptive_partitioning: bool = True,
     ) -> None:
         self.batch_size = batch_size
         self.linger_s = linger_ms / 1000
@@ -311,9 +342,14 @@ class RecordAccumulator:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.compression = compression
         self.compression_level = compression_level
+        self._compressed = compression is not Compression.NONE
         self.lock = threading.Lock()
         self._space = threading.Condition(self.lock)
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._topics: dict[str, TopicQueues] = {}
+        #: picks the next sticky partition of a topic once `batch_size` bytes went to it
+        self.partitioner = StickyPartitioner(adaptive=adaptive_partitioning,
+                                             queue_sizes=self.queue_sizes)
         #: batches not completed yet (queued or in flight), for flush
         self.incomplete: set[ProducerBatch] = set()
         self.used_bytes = 0
@@ -328,47 +364,87 @@ class RecordAccumulator:
 
     # ------------------------------------------------------------------------------ appending
 
-    def append(self, tp: TopicPartition, timestamp: int, key: bytes | None,
-               value: bytes | None, headers: list[Header] | None, callback: Callback | None,
-               size: int) -> tuple[RecordFuture, bool]:
-        """Add a record to its partition's open batch (opening one if needed).
+    def topic_queues(self, topic: str, count: int, available: list[int]) -> TopicQueues:
+        """`topic`'s queues for `count` partitions, `available` of them with a leader (called
+        when the producer learns new metadata)."""
+        with self.lock:
+            queues = self._topics.get(topic)
+            if queues is None:
+                queues = self._topics[topic] = TopicQueues(topic)
+            for partition in range(len(queues.queues), count):
+                tp = TopicPartition(topic, partition)
+                queues.partitions.append(tp)
+                queues.queues.append(self._queue(tp))
+            queues.count = count
+            queues.available = available
+            if queues.sticky >= count:
+                queues.sticky = -1
+            return queues
+
+    def _queue(self, tp: TopicPartition) -> deque[ProducerBatch]:
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        return queue
+
+    def append(self, topic: TopicQueues, partition: int | None, timestamp: int,
+               key: bytes | None, value: bytes | None, headers: list[Header] | None,
+               callback: Callback | None, size: int) -> tuple[RecordFuture, bool]:
+        """Add a record to its partition's open batch (opening one if needed); a `partition`
+        of None means the topic's sticky partition (KIP-794: it moves on once ``batch.size``
+        bytes went to it).
 
         Returns the record's future and whether the sender should be woken (a batch was
         opened or filled). Raises `BufferFull` when ``buffer.memory`` is used up.
         """
-        ratio = 1.0 if self.compression is Compression.NONE else self._ratio(tp.topic)
+        # Every send comes through here: explicit acquire/release (cheaper than `with`),
+        # queues found by index, no compression-ratio lookup for uncompressed batches.
         limit = self.batch_size
-        with self.lock:
-            if self.used_bytes + size > self.buffer_memory and self.used_bytes > 0:
+        if self._compressed:
+            limit /= self._ratio(topic.topic)
+        lock = self.lock
+        lock.acquire()
+        try:
+            used = self.used_bytes
+            if used + size > self.buffer_memory and used > 0:
                 raise BufferFull(size)
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = deque()
-            batch = queue[-1] if queue else None
+            keyless = partition is None
+            if keyless:
+                partition = topic.sticky
+                if partition < 0:
+                    partition = topic.sticky = self.partitioner.next_partition(
+                        topic.topic, topic.count, topic.available, -1)
+            queue = topic.queues[partition]
             wake = False
-            if batch is None or batch.builder is None or batch.full or (
-                    (batch.estimate + size) * ratio > limit):
+            batch = queue[-1] if queue else None
+            if batch is None or batch.full or batch.estimate + size > limit:
                 if batch is not None:
                     batch.full = True
-                batch = self._new_batch(tp, time.monotonic())
+                batch = self._new_batch(topic.partitions[partition], time.monotonic())
                 queue.append(batch)
                 wake = True
             builder = batch.builder
-            assert builder is not None
-            relative = builder.append(timestamp, key, value, headers or ())
+            relative = builder.append(timestamp, key, value, headers)
             future = RecordFuture(batch.result, relative, timestamp,
                                   -1 if key is None else len(key),
                                   -1 if value is None else len(value))
             if callback is not None:
                 batch.callbacks.append((callback, future))
-            batch.record_count += 1
             batch.buffer_bytes += size
-            self.used_bytes += size
+            self.used_bytes = used + size
             estimate = batch.estimate = builder.size_estimate
-            if estimate * ratio >= limit:
+            if estimate >= limit:
                 batch.full = True
                 wake = True
+            if keyless:
+                produced = topic.sticky_bytes = topic.sticky_bytes + size
+                if produced >= self.batch_size:
+                    topic.sticky = self.partitioner.next_partition(
+                        topic.topic, topic.count, topic.available, partition)
+                    topic.sticky_bytes = 0
             return future, wake
+        finally:
+            lock.release()
 
     def append_batch(self, tp: TopicPartition, payload: bytearray, record_count: int
                      ) -> ProduceResult:
@@ -382,15 +458,13 @@ class RecordAccumulator:
         with self.lock:
             if self.used_bytes + size > self.buffer_memory and self.used_bytes > 0:
                 raise BufferFull(size)
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = deque()
+            queue = self._queue(tp)
             if queue:
                 queue[-1].full = True
             batch = ProducerBatch(tp, None, time.monotonic(), self.delivery_timeout_s)
             batch.payload = payload
             batch.estimate = size
-            batch.record_count = record_count
+            batch._record_count = record_count
             batch.buffer_bytes = size
             batch.full = True
             self.incomplete.add(batch)
@@ -430,8 +504,9 @@ class RecordAccumulator:
 
     def queue_sizes(self, topic: str) -> dict[int, int]:
         """Batches queued per partition of `topic` (for adaptive partitioning)."""
-        return {tp.partition: len(queue) for tp, queue in list(self._queues.items())
-                if tp.topic == topic}
+        queues = self._topics.get(topic)
+        return {} if queues is None else {
+            partition: len(queue) for partition, queue in enumerate(queues.queues)}
 
     # ------------------------------------------------------------------------------ sending
 
@@ -524,9 +599,7 @@ class RecordAccumulator:
         order, so this is also sequence order.)"""
         batch.retry_at = retry_at
         with self.lock:
-            queue = self._queues.get(batch.tp)
-            if queue is None:
-                queue = self._queues[batch.tp] = deque()
+            queue = self._queue(batch.tp)
             index = next((i for i, queued in enumerate(queue) if queued.order > batch.order),
                          len(queue))
             queue.insert(index, batch)

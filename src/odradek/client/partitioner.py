@@ -5,16 +5,16 @@
   Java client (and librdkafka's ``murmur2_random`` partitioner).
 * A record without a key (or with ``partitioner.ignore.keys``) goes to the topic's current
   "sticky" partition (KIP-480), which changes once ``batch.size`` bytes have been produced to it
-  (KIP-794, uniform sticky partitioning). The next sticky partition is drawn among partitions
-  that have a leader; with ``partitioner.adaptive.partitioning.enable`` the draw favours
-  partitions with shorter queues in the accumulator, like Kafka's BuiltInPartitioner.
+  (KIP-794, uniform sticky partitioning; the accumulator counts them). The next sticky
+  partition is drawn among partitions that have a leader; with
+  ``partitioner.adaptive.partitioning.enable`` the draw favours partitions with shorter queues
+  in the accumulator, like Kafka's BuiltInPartitioner.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-import threading
 from collections.abc import Callable, Sequence
 
 __all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "to_positive"]
@@ -58,65 +58,31 @@ def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) 
     return to_positive(murmur2(key)) % num_partitions
 
 
-class _StickyState:
-    __slots__ = ("partition", "produced_bytes")
-
-    def __init__(self, partition: int) -> None:
-        self.partition = partition
-        self.produced_bytes = 0
-
-
 class StickyPartitioner:
-    """The built-in partitioner for keyless records: one sticky partition per topic, switched
-    after ``batch.size`` bytes. Thread-safe (the blocking producer appends from user threads).
+    """Where the sticky partition of a topic goes next (Kafka's BuiltInPartitioner policy).
 
+    The accumulator keeps each topic's current sticky partition and the bytes produced to it
+    (it appends under its own lock) and asks `next_partition` when a new one is needed.
     `queue_sizes(topic)` returns the number of batches queued per partition; it is used for
     adaptive partitioning when given.
     """
 
     def __init__(
         self,
-        batch_size: int,
         *,
         adaptive: bool = True,
         queue_sizes: Callable[[str], dict[int, int]] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.sticky_batch_size = max(1, batch_size)
         self.adaptive = adaptive
         self._queue_sizes = queue_sizes
         self._rng = rng or random.Random()
-        self._state: dict[str, _StickyState] = {}
-        self._lock = threading.Lock()
 
-    def partition(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
-        """The current sticky partition of `topic` (choosing one when there is none yet or
-        when it is no longer valid)."""
-        state = self._state.get(topic)
-        if state is not None and state.partition < num_partitions:
-            return state.partition
-        with self._lock:
-            state = self._state.get(topic)
-            if state is None or state.partition >= num_partitions:
-                state = _StickyState(self._next_partition(topic, num_partitions, available, -1))
-                self._state[topic] = state
-            return state.partition
-
-    def on_append(self, topic: str, partition: int, appended_bytes: int, num_partitions: int,
-                  available: Sequence[int]) -> None:
-        """Count bytes appended to the sticky partition; switch once a batch worth was sent."""
-        state = self._state.get(topic)
-        if state is None or state.partition != partition:
-            return
-        state.produced_bytes += appended_bytes
-        if state.produced_bytes >= self.sticky_batch_size:
-            with self._lock:
-                if self._state.get(topic) is state:
-                    self._state[topic] = _StickyState(
-                        self._next_partition(topic, num_partitions, available, partition))
-
-    def _next_partition(self, topic: str, num_partitions: int, available: Sequence[int],
-                        previous: int) -> int:
+    def next_partition(self, topic: str, num_partitions: int, available: Sequence[int],
+                       previous: int) -> int:
+        """A partition with a leader (any partition when none has one), other than
+        `previous` when there is a choice; with adaptive partitioning, likelier the shorter
+        its queue."""
         candidates = [p for p in available if p < num_partitions] or list(range(num_partitions))
         if len(candidates) > 1 and previous in candidates:
             candidates.remove(previous)

@@ -49,6 +49,7 @@ from odradek.client.accumulator import (
     RecordAccumulator,
     RecordFuture,
     RecordMetadata,
+    TopicQueues,
     estimate_record_size,
 )
 from odradek.client.cluster import INVALID_METADATA_ERRORS, Cluster
@@ -60,7 +61,7 @@ from odradek.client.errors import (
     KafkaTimeoutError,
     error_from_code,
 )
-from odradek.client.partitioner import StickyPartitioner, partition_for_key
+from odradek.client.partitioner import partition_for_key
 from odradek.client.retry import Deadline, ExponentialBackoff
 from odradek.client.sync import SyncFacade, blocking
 from odradek.client.types import TopicMetadata, TopicPartition
@@ -177,6 +178,23 @@ def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
     return [(str(name), to_bytes(value)) for name, value in items]
 
 
+#: a serialized record: (key, value, headers, estimated size in a batch)
+Serialized = tuple["bytes | None", "bytes | None", "list[tuple[str, bytes | None]] | None", int]
+
+
+class _TopicRoute:
+    """What `AsyncProducer.append` needs of a topic, made once per metadata update."""
+
+    __slots__ = ("count", "queues", "topics")
+
+    def __init__(self, topics: dict[str, TopicMetadata], count: int,
+                 queues: TopicQueues) -> None:
+        #: the metadata's topic table this was made from: a new table means a new route
+        self.topics = topics
+        self.count = count
+        self.queues = queues
+
+
 class _MetadataNeeded(Exception):
     """The topic's partitions are not known yet."""
 
@@ -279,6 +297,9 @@ class AsyncProducer:
         self.request_timeout_ms: int = config["request.timeout.ms"]
         self.retries: int = config["retries"]
         self.buffer_memory: int = config["buffer.memory"]
+        #: the largest record size estimate both limits allow (checked in full only above it)
+        self._max_record_size = min(self.max_request_size - BATCH_HEADER_SIZE,
+                                    self.buffer_memory)
         self.ignore_keys: bool = config["partitioner.ignore.keys"]
         self.retry_backoff = ExponentialBackoff(config["retry.backoff.ms"],
                                                 config["retry.backoff.max.ms"])
@@ -290,13 +311,9 @@ class AsyncProducer:
             delivery_timeout_ms=config["delivery.timeout.ms"],
             compression=codec,
             compression_level=_compression_level(config, codec),
+            adaptive_partitioning=config["partitioner.adaptive.partitioning.enable"],
         )
         self.accumulator.on_space_freed = self._on_space_freed
-        self.partitioner = StickyPartitioner(
-            config["batch.size"],
-            adaptive=config["partitioner.adaptive.partitioning.enable"],
-            queue_sizes=self.accumulator.queue_sizes,
-        )
         self.metrics = ProducerMetrics()
         self._idempotence = _Idempotence() if config["enable.idempotence"] else None
         #: node -> Produce requests in flight
@@ -310,8 +327,7 @@ class AsyncProducer:
         self._metadata_task: asyncio.Task[None] | None = None
         self._metadata_wanted: set[str] = set()
         self._metadata_retry_at = 0.0
-        self._available: dict[str, tuple[TopicMetadata, list[int]]] = {}
-        self._topic_partitions: dict[str, list[TopicPartition]] = {}
+        self._routes: dict[str, _TopicRoute] = {}
         self._wakeup = asyncio.Event()
         self._wake_scheduled = False
         self._space_freed = asyncio.Event()
@@ -348,7 +364,7 @@ class AsyncProducer:
         deadline = Deadline(self.max_block_ms)
         while True:
             try:
-                return self.append(topic, partition, timestamp_ms, callback, *record)
+                return self.append(topic, partition, timestamp_ms, callback, record)
             except _MetadataNeeded:
                 await self.wait_on_metadata(topic, deadline, partition)
             except BufferFull as full:
@@ -360,23 +376,26 @@ class AsyncProducer:
         future = await self.send(topic, value, key, **options)
         return await future
 
-    def serialize(self, topic: str, key: Any, value: Any, headers: HeadersArg
-                  ) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None,
-                             int]:
+    def serialize(self, topic: str, key: Any, value: Any, headers: HeadersArg) -> Serialized:
         """(key bytes, value bytes, headers, estimated size); checks the size limits."""
         # bytes (or None) under the default serializers need no call: the common case
         key_bytes = key if self._raw_keys and (key is None or type(key) is bytes) \
             else self.key_serializer(key)
         value_bytes = value if self._raw_values and (value is None or type(value) is bytes) \
             else self.value_serializer(value)
-        header_list = _headers(headers) if headers else None
-        size = estimate_record_size(key_bytes, value_bytes, header_list)
-        if size + BATCH_HEADER_SIZE > self.max_request_size:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"The message is {size + BATCH_HEADER_SIZE} bytes when serialized "
-                             f"which is larger than {self.max_request_size}, which is the "
-                             "value of the max.request.size configuration.")
-        if size > self.buffer_memory:
+        if headers:
+            header_list = _headers(headers)
+            size = estimate_record_size(key_bytes, value_bytes, header_list)
+        else:  # estimate_record_size without headers, inline
+            header_list = None
+            size = 21 + (0 if key_bytes is None else len(key_bytes)) + \
+                (0 if value_bytes is None else len(value_bytes))
+        if size > self._max_record_size:
+            if size + BATCH_HEADER_SIZE > self.max_request_size:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"The message is {size + BATCH_HEADER_SIZE} bytes when "
+                                 f"serialized which is larger than {self.max_request_size}, "
+                                 "which is the value of the max.request.size configuration.")
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"The message is {size} bytes when serialized which is larger "
                              "than the total memory buffer you have configured with the "
@@ -384,8 +403,7 @@ class AsyncProducer:
         return key_bytes, value_bytes, header_list, size
 
     def append(self, topic: str, partition: int | None, timestamp_ms: int | None,
-               callback: Callback | None, key: bytes | None, value: bytes | None,
-               headers: list[tuple[str, bytes | None]] | None, size: int) -> RecordFuture:
+               callback: Callback | None, record: Serialized) -> RecordFuture:
         """Partition a serialized record and append it to the accumulator without waiting.
 
         Thread-safe. Raises `_MetadataNeeded` when the topic's partitions are unknown and
@@ -393,43 +411,42 @@ class AsyncProducer:
         """
         if self._closing:
             raise RuntimeError("Cannot perform operation after producer has been closed")
-        fatal = self._idempotence.fatal if self._idempotence is not None else None
-        if fatal is not None:
-            raise fatal
-        topic_metadata = self.cluster.metadata.topics.get(topic)
-        if topic_metadata is None or not topic_metadata.partitions:
-            raise _MetadataNeeded(topic)
-        count = len(topic_metadata.partitions)
-        available = None
+        idempotence = self._idempotence
+        if idempotence is not None and idempotence.fatal is not None:
+            raise idempotence.fatal
+        key, value, headers, size = record
+        route = self._routes.get(topic)
+        if route is None or route.topics is not self.cluster.metadata.topics:
+            route = self._route(topic)
         if partition is not None:
             if partition < 0:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Invalid partition given with record: {partition} is not in "
-                                 f"the range [0...{count}).")
-            if partition >= count:
+                                 f"the range [0...{route.count}).")
+            if partition >= route.count:
                 raise _MetadataNeeded(topic)  # the topic may have grown: look again
         elif key is not None and not self.ignore_keys:
-            partition = partition_for_key(key, count)
-        else:
-            available = self._available_partitions(topic_metadata)
-            partition = self.partitioner.partition(topic, count, available)
+            partition = partition_for_key(key, route.count)
+        # else None: the accumulator appends to the topic's sticky partition
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        future, wake = self.accumulator.append(self._topic_partition(topic, partition, count),
-                                               timestamp_ms, key, value, headers, callback, size)
-        if available is not None:
-            self.partitioner.on_append(topic, partition, size, count, available)
+            timestamp_ms = time.time_ns() // 1_000_000
+        future, wake = self.accumulator.append(route.queues, partition, timestamp_ms, key,
+                                               value, headers, callback, size)
         if wake:
             self.wake()
         return future
 
-    def _topic_partition(self, topic: str, partition: int, count: int) -> TopicPartition:
-        """The (shared) TopicPartition of a partition: made once, not once per record."""
-        partitions = self._topic_partitions.get(topic)
-        if partitions is None or len(partitions) < count:
-            partitions = self._topic_partitions[topic] = [
-                TopicPartition(topic, p) for p in range(count)]
-        return partitions[partition]
+    def _route(self, topic: str) -> _TopicRoute:
+        """`topic`'s route under the current metadata (made once per metadata update)."""
+        topics = self.cluster.metadata.topics
+        topic_metadata = topics.get(topic)
+        if topic_metadata is None or not topic_metadata.partitions:
+            raise _MetadataNeeded(topic)
+        count = len(topic_metadata.partitions)
+        available = sorted(p for p, md in topic_metadata.partitions.items() if md.leader >= 0)
+        route = self._routes[topic] = _TopicRoute(
+            topics, count, self.accumulator.topic_queues(topic, count, available))
+        return route
 
     def append_record_batch(self, topic: str, partition: int, payload: bytearray,
                             record_count: int) -> ProduceResult:
@@ -463,15 +480,6 @@ class AsyncProducer:
                                                record_count)
         self.wake()
         return result
-
-    def _available_partitions(self, topic_metadata: TopicMetadata) -> list[int]:
-        """Partitions of the topic that have a leader (cached per metadata version)."""
-        cached = self._available.get(topic_metadata.name)
-        if cached is not None and cached[0] is topic_metadata:
-            return cached[1]
-        available = sorted(p for p, md in topic_metadata.partitions.items() if md.leader >= 0)
-        self._available[topic_metadata.name] = (topic_metadata, available)
-        return available
 
     async def wait_on_metadata(self, topic: str, deadline: Deadline,
                                partition: int | None = None) -> TopicMetadata:
@@ -984,12 +992,12 @@ class Producer(SyncFacade[AsyncProducer]):
         core = self._async
         record = core.serialize(topic, key, value, headers)
         try:
-            return core.append(topic, partition, timestamp_ms, callback, *record)
+            return core.append(topic, partition, timestamp_ms, callback, record)
         except (_MetadataNeeded, BufferFull):
             pass  # the slow path: wait for metadata or memory, then try again
         return self._append_blocking(
             topic, partition,
-            lambda: core.append(topic, partition, timestamp_ms, callback, *record))
+            lambda: core.append(topic, partition, timestamp_ms, callback, record))
 
     def send_record_batch(self, topic: str, partition: int, payload: bytearray,
                           record_count: int) -> ProduceResult:

@@ -112,35 +112,38 @@ class RecordBatchBuilder:
         """
         base_timestamp = self._base_timestamp
         if offset is None and not headers and timestamp is not None and \
-                base_timestamp is not None:
-            # The producer's common case, in one pass: small deltas and lengths, no headers.
+                base_timestamp is not None and 0 <= timestamp - base_timestamp <= _INT32_MAX:
+            # The producer's common case in one pass (no headers, next offset, timestamp not
+            # before the first): encodings of small numbers come from a table, and the parts
+            # are joined once.
+            small = _SMALL_ZIGZAG
             offset_delta = self._last_offset_delta + 1
             timestamp_delta = timestamp - base_timestamp
-            if 0 <= timestamp_delta < _SMALL_LIMIT and offset_delta < _SMALL_LIMIT:
-                small = _SMALL_ZIGZAG
-                if key is None:
-                    key_part = _NULL_LENGTH
-                else:
-                    size = len(key)
-                    key_part = (small[size] if size < _SMALL_LIMIT else _varint_bytes(size)) + key
-                if value is None:
-                    value_part = _NULL_LENGTH
-                else:
-                    size = len(value)
-                    value_part = (small[size] if size < _SMALL_LIMIT
-                                  else _varint_bytes(size)) + value
-                timestamp_part = small[timestamp_delta]
-                offset_part = small[offset_delta]
-                length = (2 + len(timestamp_part) + len(offset_part) + len(key_part)
-                          + len(value_part))
-                self._records += b"".join((
-                    small[length] if length < _SMALL_LIMIT else _varint_bytes(length),
-                    b"\x00", timestamp_part, offset_part, key_part, value_part, b"\x00"))
-                if timestamp > self._max_timestamp:
-                    self._max_timestamp = timestamp
-                self._count += 1
-                self._last_offset_delta = offset_delta
-                return offset_delta
+            timestamp_part = small[timestamp_delta] if timestamp_delta < _SMALL_LIMIT \
+                else _varint_bytes(timestamp_delta)
+            offset_part = small[offset_delta] if offset_delta < _SMALL_LIMIT \
+                else _varint_bytes(offset_delta)
+            if key is None:
+                key, key_length = b"", _NULL_LENGTH
+            else:
+                size = len(key)
+                key_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
+            if value is None:
+                value, value_length = b"", _NULL_LENGTH
+            else:
+                size = len(value)
+                value_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
+            length = (2 + len(timestamp_part) + len(offset_part) + len(key_length) + len(key)
+                      + len(value_length) + len(value))
+            self._records += b"".join((
+                small[length] if length < _SMALL_LIMIT else _varint_bytes(length),
+                b"\x00", timestamp_part, offset_part, key_length, key, value_length, value,
+                b"\x00"))
+            if timestamp > self._max_timestamp:  # noqa: PLR1730 (cheaper than max() here)
+                self._max_timestamp = timestamp
+            self._count += 1
+            self._last_offset_delta = offset_delta
+            return offset_delta
         if offset is None:
             offset_delta = self._last_offset_delta + 1
         else:
