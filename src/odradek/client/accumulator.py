@@ -97,6 +97,8 @@ class BufferFull(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(size)
         self.size = size
+        #: set by the producer: the serialized record that did not fit, for the retry
+        self.record: tuple[Any, ...] = ()
 
 
 class ProduceResult:
@@ -138,23 +140,22 @@ class ProduceResult:
         await waiter
 
 
-class RecordFuture:
+class RecordFuture(tuple):  # type: ignore[type-arg]
     """The future of one sent record (Kafka's FutureRecordMetadata).
 
     ``await future`` (on the producer's event loop) or ``future.result(timeout)`` /
     ``future.get(timeout)`` (blocking, from any other thread) give its `RecordMetadata` or raise
     the batch's error.
+
+    A tuple of (batch result, offset delta, timestamp, key size, value size): one is made per
+    record sent, and a tuple is the cheapest object to make.
     """
 
-    __slots__ = ("_key_size", "_relative_offset", "_result", "_timestamp", "_value_size")
+    __slots__ = ()
 
-    def __init__(self, result: ProduceResult, relative_offset: int, timestamp: int,
-                 key_size: int, value_size: int) -> None:
-        self._result = result
-        self._relative_offset = relative_offset
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
+    @property
+    def _result(self) -> ProduceResult:
+        return self[0]  # type: ignore[no-any-return]
 
     def done(self) -> bool:
         return self._result.done
@@ -181,10 +182,11 @@ class RecordFuture:
         result = self._result
         if result.error is not None:
             raise result.error
-        offset = result.base_offset + self._relative_offset if result.base_offset >= 0 else -1
-        timestamp = result.log_append_time if result.log_append_time >= 0 else self._timestamp
+        _, relative_offset, create_time, key_size, value_size = self
+        offset = result.base_offset + relative_offset if result.base_offset >= 0 else -1
+        timestamp = result.log_append_time if result.log_append_time >= 0 else create_time
         return RecordMetadata(result.tp.topic, result.tp.partition, offset, timestamp,
-                              self._key_size, self._value_size)
+                              key_size, value_size)
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
@@ -424,10 +426,11 @@ class RecordAccumulator:
                 queue.append(batch)
                 wake = True
             builder = batch.builder
-            relative = builder.append(timestamp, key, value, headers)
-            future = RecordFuture(batch.result, relative, timestamp,
-                                  -1 if key is None else len(key),
-                                  -1 if value is None else len(value))
+            relative = builder.append(timestamp, key, value, headers) if headers \
+                else builder.append_next(timestamp, key, value)
+            future = RecordFuture((batch.result, relative, timestamp,
+                                   -1 if key is None else len(key),
+                                   -1 if value is None else len(value)))
             if callback is not None:
                 batch.callbacks.append((callback, future))
             batch.buffer_bytes += size

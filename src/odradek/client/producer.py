@@ -198,6 +198,9 @@ class _TopicRoute:
 class _MetadataNeeded(Exception):
     """The topic's partitions are not known yet."""
 
+    #: set by `AsyncProducer.append`: the serialized record, for the retry
+    record: Serialized = (None, None, None, 0)
+
 
 class _Idempotence:
     """Producer id, epoch and per-partition sequence numbers (Kafka's TransactionManager,
@@ -360,15 +363,20 @@ class AsyncProducer:
         `callback(metadata, error)` runs on the client's event loop when the record is
         acknowledged or failed; callbacks of one partition run in send order.
         """
-        record = self.serialize(topic, key, value, headers)
+        try:
+            return self.append(topic, partition, timestamp_ms, callback, key, value, headers)
+        except (_MetadataNeeded, BufferFull) as wait:
+            record, reason = wait.record, wait
         deadline = Deadline(self.max_block_ms)
         while True:
-            try:
-                return self.append(topic, partition, timestamp_ms, callback, record)
-            except _MetadataNeeded:
+            if isinstance(reason, _MetadataNeeded):
                 await self.wait_on_metadata(topic, deadline, partition)
-            except BufferFull as full:
-                await self._wait_for_space(full.size, deadline)
+            else:
+                await self._wait_for_space(reason.size, deadline)
+            try:
+                return self.append(topic, partition, timestamp_ms, callback, *record)
+            except (_MetadataNeeded, BufferFull) as wait:
+                reason = wait
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             **options: Any) -> RecordMetadata:
@@ -376,65 +384,75 @@ class AsyncProducer:
         future = await self.send(topic, value, key, **options)
         return await future
 
-    def serialize(self, topic: str, key: Any, value: Any, headers: HeadersArg) -> Serialized:
-        """(key bytes, value bytes, headers, estimated size); checks the size limits."""
-        # bytes (or None) under the default serializers need no call: the common case
-        key_bytes = key if self._raw_keys and (key is None or type(key) is bytes) \
-            else self.key_serializer(key)
-        value_bytes = value if self._raw_values and (value is None or type(value) is bytes) \
-            else self.value_serializer(value)
-        if headers:
-            header_list = _headers(headers)
-            size = estimate_record_size(key_bytes, value_bytes, header_list)
-        else:  # estimate_record_size without headers, inline
-            header_list = None
-            size = 21 + (0 if key_bytes is None else len(key_bytes)) + \
-                (0 if value_bytes is None else len(value_bytes))
-        if size > self._max_record_size:
-            if size + BATCH_HEADER_SIZE > self.max_request_size:
-                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"The message is {size + BATCH_HEADER_SIZE} bytes when "
-                                 f"serialized which is larger than {self.max_request_size}, "
-                                 "which is the value of the max.request.size configuration.")
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"The message is {size} bytes when serialized which is larger "
-                             "than the total memory buffer you have configured with the "
-                             "buffer.memory configuration.")
-        return key_bytes, value_bytes, header_list, size
-
     def append(self, topic: str, partition: int | None, timestamp_ms: int | None,
-               callback: Callback | None, record: Serialized) -> RecordFuture:
-        """Partition a serialized record and append it to the accumulator without waiting.
+               callback: Callback | None, key: Any, value: Any, headers: HeadersArg,
+               size: int = -1) -> RecordFuture:
+        """Serialize a record, partition it and append it to the accumulator without waiting.
 
-        Thread-safe. Raises `_MetadataNeeded` when the topic's partitions are unknown and
-        `BufferFull` when ``buffer.memory`` is used up.
+        A `size` of 0 or more says `key`, `value` and `headers` are serialized already (as
+        `_MetadataNeeded` and `BufferFull` carry them). Thread-safe. Raises `_MetadataNeeded`
+        when the topic's partitions are unknown and `BufferFull` when ``buffer.memory`` is used
+        up, each with the serialized record as ``record`` (key, value, headers, size) for the
+        retry. One function for the hot path of every send: each call saved counts.
         """
+        if size < 0:
+            # bytes (or None) under the default serializers need no call: the common case
+            if not (self._raw_keys and (key is None or type(key) is bytes)):
+                key = self.key_serializer(key)
+            if not (self._raw_values and (value is None or type(value) is bytes)):
+                value = self.value_serializer(value)
+            if headers:
+                headers = _headers(headers)
+                size = estimate_record_size(key, value, headers)
+            else:  # estimate_record_size without headers, inline
+                headers = None
+                size = 21 + (0 if key is None else len(key)) + \
+                    (0 if value is None else len(value))
+            if size > self._max_record_size:
+                self._check_record_size(size)
         if self._closing:
             raise RuntimeError("Cannot perform operation after producer has been closed")
         idempotence = self._idempotence
         if idempotence is not None and idempotence.fatal is not None:
             raise idempotence.fatal
-        key, value, headers, size = record
-        route = self._routes.get(topic)
-        if route is None or route.topics is not self.cluster.metadata.topics:
-            route = self._route(topic)
-        if partition is not None:
-            if partition < 0:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"Invalid partition given with record: {partition} is not in "
-                                 f"the range [0...{route.count}).")
-            if partition >= route.count:
-                raise _MetadataNeeded(topic)  # the topic may have grown: look again
-        elif key is not None and not self.ignore_keys:
-            partition = partition_for_key(key, route.count)
-        # else None: the accumulator appends to the topic's sticky partition
-        if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000
-        future, wake = self.accumulator.append(route.queues, partition, timestamp_ms, key,
-                                               value, headers, callback, size)
+        try:
+            route = self._routes.get(topic)
+            if route is None or route.topics is not self.cluster.metadata.topics:
+                route = self._route(topic)
+            if partition is not None:
+                if partition < 0:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"Invalid partition given with record: {partition} is not "
+                                     f"in the range [0...{route.count}).")
+                if partition >= route.count:
+                    raise _MetadataNeeded(topic)  # the topic may have grown: look again
+            elif key is not None and not self.ignore_keys:
+                partition = partition_for_key(key, route.count)
+            # else None: the accumulator appends to the topic's sticky partition
+            if timestamp_ms is None:
+                timestamp_ms = time.time_ns() // 1_000_000
+            future, wake = self.accumulator.append(route.queues, partition, timestamp_ms, key,
+                                                   value, headers, callback, size)
+        except (_MetadataNeeded, BufferFull) as wait:
+            wait.record = (key, value, headers, size)
+            raise
         if wake:
             self.wake()
         return future
+
+    def _check_record_size(self, size: int) -> None:
+        """Raise MESSAGE_TOO_LARGE for a record over ``max.request.size`` or
+        ``buffer.memory``."""
+        if size + BATCH_HEADER_SIZE > self.max_request_size:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The message is {size + BATCH_HEADER_SIZE} bytes when serialized "
+                             f"which is larger than {self.max_request_size}, which is the "
+                             "value of the max.request.size configuration.")
+        if size > self.buffer_memory:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The message is {size} bytes when serialized which is larger "
+                             "than the total memory buffer you have configured with the "
+                             "buffer.memory configuration.")
 
     def _route(self, topic: str) -> _TopicRoute:
         """`topic`'s route under the current metadata (made once per metadata update)."""
@@ -990,14 +1008,13 @@ class Producer(SyncFacade[AsyncProducer]):
     ) -> RecordFuture:
         """Queue a record (see `AsyncProducer.send`); blocks only for metadata or memory."""
         core = self._async
-        record = core.serialize(topic, key, value, headers)
         try:
-            return core.append(topic, partition, timestamp_ms, callback, record)
-        except (_MetadataNeeded, BufferFull):
-            pass  # the slow path: wait for metadata or memory, then try again
+            return core.append(topic, partition, timestamp_ms, callback, key, value, headers)
+        except (_MetadataNeeded, BufferFull) as wait:
+            record = wait.record  # the slow path: wait for metadata or memory, then retry
         return self._append_blocking(
             topic, partition,
-            lambda: core.append(topic, partition, timestamp_ms, callback, record))
+            lambda: core.append(topic, partition, timestamp_ms, callback, *record))
 
     def send_record_batch(self, topic: str, partition: int, payload: bytearray,
                           record_count: int) -> ProduceResult:

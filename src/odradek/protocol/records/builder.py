@@ -83,6 +83,9 @@ class RecordBatchBuilder:
         self.compression = Compression(compression)
         self.compression_level = compression_level
         self._records = bytearray()
+        #: size of the batch if built now without compression (an upper bound in practice);
+        #: kept up to date by `append` (the producer reads it after every record)
+        self.size_estimate = BATCH_HEADER_SIZE
         self._count = 0
         self._last_offset_delta = -1
         self._base_timestamp: int | None = None
@@ -91,11 +94,6 @@ class RecordBatchBuilder:
     @property
     def records_count(self) -> int:
         return self._count
-
-    @property
-    def size_estimate(self) -> int:
-        """Size of the batch if built now without compression (an upper bound in practice)."""
-        return BATCH_HEADER_SIZE + len(self._records)
 
     def append(
         self,
@@ -110,40 +108,54 @@ class RecordBatchBuilder:
         `offset` (absolute) lets a rewrite keep gaps, as the log cleaner does; by default the
         record takes the next offset.
         """
+        if offset is None and not headers and timestamp is not None:
+            return self.append_next(timestamp, key, value)
+        return self._append_any(timestamp, key, value, headers, offset)
+
+    def append_next(self, timestamp: int, key: bytes | bytearray | memoryview | None,
+                    value: bytes | bytearray | memoryview | None) -> int:
+        """`append` of the producer's common case: the next offset, a timestamp, no headers.
+
+        The same bytes in one pass: encodings of small numbers come from a table, and the
+        parts are joined once.
+        """
         base_timestamp = self._base_timestamp
-        if offset is None and not headers and timestamp is not None and \
-                base_timestamp is not None and 0 <= timestamp - base_timestamp <= _INT32_MAX:
-            # The producer's common case in one pass (no headers, next offset, timestamp not
-            # before the first): encodings of small numbers come from a table, and the parts
-            # are joined once.
-            small = _SMALL_ZIGZAG
-            offset_delta = self._last_offset_delta + 1
-            timestamp_delta = timestamp - base_timestamp
-            timestamp_part = small[timestamp_delta] if timestamp_delta < _SMALL_LIMIT \
-                else _varint_bytes(timestamp_delta)
-            offset_part = small[offset_delta] if offset_delta < _SMALL_LIMIT \
-                else _varint_bytes(offset_delta)
-            if key is None:
-                key, key_length = b"", _NULL_LENGTH
-            else:
-                size = len(key)
-                key_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
-            if value is None:
-                value, value_length = b"", _NULL_LENGTH
-            else:
-                size = len(value)
-                value_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
-            length = (2 + len(timestamp_part) + len(offset_part) + len(key_length) + len(key)
-                      + len(value_length) + len(value))
-            self._records += b"".join((
-                small[length] if length < _SMALL_LIMIT else _varint_bytes(length),
-                b"\x00", timestamp_part, offset_part, key_length, key, value_length, value,
-                b"\x00"))
-            if timestamp > self._max_timestamp:  # noqa: PLR1730 (cheaper than max() here)
-                self._max_timestamp = timestamp
-            self._count += 1
-            self._last_offset_delta = offset_delta
-            return offset_delta
+        if base_timestamp is None or not 0 <= timestamp - base_timestamp <= _INT32_MAX:
+            return self._append_any(timestamp, key, value, (), None)  # first, or out of order
+        small = _SMALL_ZIGZAG
+        offset_delta = self._last_offset_delta + 1
+        timestamp_delta = timestamp - base_timestamp
+        timestamp_part = small[timestamp_delta] if timestamp_delta < _SMALL_LIMIT \
+            else _varint_bytes(timestamp_delta)
+        offset_part = small[offset_delta] if offset_delta < _SMALL_LIMIT \
+            else _varint_bytes(offset_delta)
+        if key is None:
+            key, key_length = b"", _NULL_LENGTH
+        else:
+            size = len(key)
+            key_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
+        if value is None:
+            value, value_length = b"", _NULL_LENGTH
+        else:
+            size = len(value)
+            value_length = small[size] if size < _SMALL_LIMIT else _varint_bytes(size)
+        body = b"".join((b"\x00", timestamp_part, offset_part, key_length, key, value_length,
+                         value, b"\x00"))
+        length = len(body)
+        length_part = small[length] if length < _SMALL_LIMIT else _varint_bytes(length)
+        records = self._records
+        records += length_part
+        records += body
+        self.size_estimate += len(length_part) + length
+        if timestamp > self._max_timestamp:  # noqa: PLR1730 (cheaper than max() here)
+            self._max_timestamp = timestamp
+        self._count += 1
+        self._last_offset_delta = offset_delta
+        return offset_delta
+
+    def _append_any(self, timestamp: int | None, key: bytes | bytearray | memoryview | None,
+                    value: bytes | bytearray | memoryview | None,
+                    headers: Iterable[tuple[str, bytes | None]], offset: int | None) -> int:
         if offset is None:
             offset_delta = self._last_offset_delta + 1
         else:
@@ -174,8 +186,10 @@ class RecordBatchBuilder:
         else:
             body.append(0)
         records = self._records
+        size_before = len(records)
         _write_varint(records, len(body))
         records += body
+        self.size_estimate += len(records) - size_before
         self._count += 1
         self._last_offset_delta = offset_delta
         return offset_delta
