@@ -7,7 +7,7 @@
 * `FetchSessionHandler` (KIP-227): the first request to a broker is a full fetch that opens a
   session; later ones name only partitions whose fetch position changed, and forget the ones
   no longer fetched. Session errors fall back to a full fetch.
-* `CompletedFetch` decodes a partition's records lazily, batch by batch (``iter_records``):
+* `CompletedFetch` decodes a partition's records lazily, batch by batch (``decode_records``):
   records below the fetch position (inside a batch that starts earlier) are skipped, control
   batches are never returned, and with ``read_committed`` batches of aborted transactions are
   dropped using the response's aborted transactions and the ABORT markers. ``check.crcs``
@@ -21,7 +21,7 @@ import collections
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -37,8 +37,8 @@ from odradek.protocol.records import (
     ControlRecordType,
     TimestampType,
     decode_control_key,
+    decode_records,
     iter_batches,
-    iter_records,
     verify_crc,
 )
 
@@ -72,20 +72,22 @@ Deserializer = Callable[["bytes | None"], Any]
 
 
 class ConsumerRecord(NamedTuple):
-    """A record as `poll` returns it (Kafka's ConsumerRecord)."""
+    """A record as `poll` returns it (Kafka's ConsumerRecord). The fields come in the order the
+    record decoder gives them (`decode_records`), so a record is made with no call."""
 
-    topic: str
-    partition: int
     offset: int
     timestamp: int
-    timestamp_type: TimestampType
     key: Any
     value: Any
-    headers: list[tuple[str, bytes | None]]
-    #: the partition leader epoch the record was written in (None when unknown)
-    leader_epoch: int | None
+    #: (name, value) pairs; the empty tuple when the record has none
+    headers: Sequence[tuple[str, bytes | None]]
     serialized_key_size: int
     serialized_value_size: int
+    topic: str
+    partition: int
+    timestamp_type: TimestampType
+    #: the partition leader epoch the record was written in (None when unknown)
+    leader_epoch: int | None
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -278,8 +280,8 @@ class CompletedFetch:
             self.next_offset = next_offset
 
     def _is_abort_marker(self, pos: int, header: BatchHeader) -> bool:
-        for record in iter_records(self.data, pos, header):
-            return decode_control_key(record.key) == ControlRecordType.ABORT
+        for record in decode_records(self.data, pos, header):
+            return decode_control_key(record[2]) == ControlRecordType.ABORT  # its key
         return False
 
 
@@ -582,34 +584,20 @@ class Fetcher:
     def decode_batch(self, tp: TopicPartition, header: BatchHeader, data: Any, pos: int,
                      position: int) -> list[ConsumerRecord]:
         """The records of one batch at or after `position`, as ConsumerRecords."""
-        topic, partition = tp
-        timestamp_type = header.timestamp_type
         epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+        records = decode_records(data, pos, header, record_type=ConsumerRecord,
+                                 extra=(tp.topic, tp.partition, header.timestamp_type, epoch))
+        if header.base_offset < position:
+            # A compressed batch fetched from its middle: skip the records below the position.
+            records = [record for record in records if record.offset >= position]
         key_deserializer = self.key_deserializer
         value_deserializer = self.value_deserializer
-        new = tuple.__new__
-
-        if key_deserializer is None and value_deserializer is None:
-            def factory(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
-                        headers: list[Any]) -> ConsumerRecord:
-                return new(ConsumerRecord, (
-                    topic, partition, offset, timestamp, timestamp_type, key, value, headers,
-                    epoch, -1 if key is None else len(key), -1 if value is None else len(value)))
-        else:
-            def factory(offset: int, timestamp: int, key: bytes | None, value: bytes | None,
-                        headers: list[Any]) -> ConsumerRecord:
-                return new(ConsumerRecord, (
-                    topic, partition, offset, timestamp, timestamp_type,
-                    key if key_deserializer is None else key_deserializer(key),
-                    value if value_deserializer is None else value_deserializer(value),
-                    headers, epoch, -1 if key is None else len(key),
-                    -1 if value is None else len(value)))
-
-        records = iter_records(data, pos, header, factory=factory)
-        if header.base_offset >= position:
-            return list(records)
-        # A compressed batch fetched from its middle: skip the records below the position.
-        return [record for record in records if record.offset >= position]
+        if key_deserializer is not None:
+            records = [record._replace(key=key_deserializer(record.key)) for record in records]
+        if value_deserializer is not None:
+            records = [record._replace(value=value_deserializer(record.value))
+                       for record in records]
+        return records
 
     @staticmethod
     def _update_offsets(state: PartitionState, fetch: CompletedFetch) -> None:

@@ -39,6 +39,9 @@ class FrameTooLargeError(ProtocolError):
 class CorruptRecordError(DecodeError):
     """A record batch or message set is corrupt: bad CRC, bad magic, bad framing."""
 
+    #: the records of the batch decoded before the damage (see `records.decode_records`)
+    records_before: list[Any] | tuple[()] = ()
+
 
 class ErrorCode(enum.IntEnum):
     """Kafka's wire error codes with their retriable flag and a short description."""

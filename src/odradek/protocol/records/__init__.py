@@ -48,7 +48,7 @@ from odradek.protocol.records.legacy import (
     legacy_to_v2,
     v2_to_legacy,
 )
-from odradek.protocol.records.record import Record, iter_records, records_section
+from odradek.protocol.records.record import Record, decode_records, iter_records, records_section
 from odradek.protocol.records.validation import (
     RecordsSummary,
     validate_batch_for_append,
@@ -85,6 +85,7 @@ __all__ = [
     "compute_crc",
     "decode_control_key",
     "decode_end_txn_marker",
+    "decode_records",
     "decompress",
     "encode_control_key",
     "encode_end_txn_marker_value",

@@ -1,4 +1,4 @@
-"""Records inside a v2 batch: lazy decoding.
+"""Records inside a v2 batch: decoding.
 
 Record layout (varints are zig-zag)::
 
@@ -14,7 +14,7 @@ Record layout (varints are zig-zag)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from odradek.protocol import primitives
@@ -30,13 +30,16 @@ from odradek.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, 
 
 Header = tuple[str, bytes | None]
 T = TypeVar("T")
-#: builds one decoded record from (offset, timestamp, key, value, headers)
-RecordFactory = Callable[[int, int, "bytes | None", "bytes | None", "list[Header]"], Any]
 
 # primitives' readers index any byte sequence; records are decoded from `bytes` for fast slicing.
 _VarintReader = Callable[[bytes, int], tuple[int, int]]
 read_varint: _VarintReader = primitives.read_varint  # type: ignore[assignment]
 read_varlong: _VarintReader = primitives.read_varlong  # type: ignore[assignment]
+
+# Zig-zag decodings of the raw values of one- and two-byte varints (7 and 14 bits).
+_UNZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
+#: ... of a two-byte varint by ``first | second << 8`` (first >= 0x80, second < 0x80)
+_UNZIGZAG_2 = tuple(_UNZIGZAG[(index & 0x7F) | (index >> 8) << 7] for index in range(1 << 15))
 
 # Header keys are UTF-8 on the wire; surrogateescape keeps arbitrary bytes round-tripping.
 HEADER_KEY_ERRORS = "surrogateescape"
@@ -107,14 +110,39 @@ def iter_records(
     header: BatchHeader | None = None,
     *,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-    factory: RecordFactory = Record,
-) -> Iterator[Any]:
-    """Lazily decode the records of the v2 batch at `pos` (decompressing first if needed).
+) -> Iterator[Record]:
+    """The records of the v2 batch at `pos` as `Record`s (decompressing first if needed).
 
-    Each record comes out as ``factory(offset, timestamp, key, value, headers)`` (a `Record`
-    by default; a consumer builds its own record type directly, with no object in between).
-    Raises CorruptRecordError on any inconsistency: a record running past its declared
-    length, fewer or more records than recordsCount, bad lengths or varints.
+    Raises CorruptRecordError on any inconsistency (a record running past its declared length,
+    fewer or more records than recordsCount, bad lengths or varints), after yielding the
+    records before the damage.
+    """
+    try:
+        fields = decode_records(buf, pos, header, max_decompressed_size=max_decompressed_size)
+    except CorruptRecordError as error:
+        for offset, timestamp, key, value, headers, _, _ in error.records_before:
+            yield Record(offset, timestamp, key, value, list(headers))
+        raise
+    for offset, timestamp, key, value, headers, _, _ in fields:
+        yield Record(offset, timestamp, key, value, list(headers))
+
+
+def decode_records(
+    buf: Buffer,
+    pos: int = 0,
+    header: BatchHeader | None = None,
+    *,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    record_type: type[T] = tuple,  # type: ignore[assignment]
+    extra: tuple[Any, ...] = (),
+) -> list[T]:
+    """All records of the v2 batch at `pos` at once (decompressing first if needed), each as
+    ``record_type((offset, timestamp, key, value, headers, key size, value size) + extra)``:
+    a tuple subclass whose first fields are those (sizes are -1 for null) and the rest
+    `extra`. A consumer gets its own record type with no object in between.
+
+    Raises CorruptRecordError (with the records decoded before the damage as
+    ``records_before``, as plain tuples) like `iter_records`.
     """
     if header is None:
         header = BatchHeader.parse(buf, pos)
@@ -124,61 +152,66 @@ def iter_records(
     log_append_time = (
         header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else None
     )
-    return _decode_records(
-        data, header.records_count, header.base_offset, header.base_timestamp, log_append_time,
-        factory,
-    )
+    return _decode_records(data, header.records_count, header.base_offset,
+                           header.base_timestamp, log_append_time, record_type, extra)
 
 
-def _decode_records(
+def _decode_records(  # one loop with no calls per record: each call costs
     data: bytes,
     count: int,
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None,
-    factory: RecordFactory,
-) -> Iterator[Any]:
+    record_type: type[T],
+    extra: tuple[Any, ...],
+) -> list[T]:
+    records: list[Any] = []
+    append = records.append
+    unzigzag = _UNZIGZAG
+    unzigzag2 = _UNZIGZAG_2
+    new = tuple.__new__
     size = len(data)
     pos = 0
     try:
         for _ in range(count):
-            # One- and two-byte varints are the common case for lengths and deltas: decode
-            # them inline.
+            # One- and two-byte varints are the common case for lengths and deltas: they are
+            # decoded inline. Overruns need no check per field: a record whose fields do not
+            # end exactly at its declared length is rejected at its end.
             byte = data[pos]
             if byte < 0x80:
-                length = (byte >> 1) ^ -(byte & 1)
+                length = unzigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                length = (raw >> 1) ^ -(raw & 1)
+            elif (second := data[pos + 1]) < 0x80:
+                length = unzigzag2[byte | second << 8]
                 pos += 2
             else:
                 length, pos = read_varint(data, pos)
             end = pos + length
             if length < 0 or end > size:
                 raise CorruptRecordError(f"record length {length} is out of range")
-            pos += 1  # attributes: unused
-            byte = data[pos]
+            byte = data[pos + 1]  # after the attributes (unused)
             if byte < 0x80:
-                timestamp_delta = (byte >> 1) ^ -(byte & 1)
-                pos += 1
+                timestamp_delta = unzigzag[byte]
+                pos += 2
             else:
-                timestamp_delta, pos = read_varlong(data, pos)
+                timestamp_delta, pos = read_varlong(data, pos + 1)
             byte = data[pos]
             if byte < 0x80:
-                offset_delta = (byte >> 1) ^ -(byte & 1)
+                offset_delta = unzigzag[byte]
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (raw >> 1) ^ -(raw & 1)
+            elif (second := data[pos + 1]) < 0x80:
+                offset_delta = unzigzag2[byte | second << 8]
                 pos += 2
             else:
                 offset_delta, pos = read_varint(data, pos)
 
             byte = data[pos]
             if byte < 0x80:
-                key_length = (byte >> 1) ^ -(byte & 1)
+                key_length = unzigzag[byte]
                 pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                key_length = unzigzag2[byte | second << 8]
+                pos += 2
             else:
                 key_length, pos = read_varint(data, pos)
             if key_length < 0:
@@ -186,15 +219,16 @@ def _decode_records(
                     raise CorruptRecordError(f"invalid key length {key_length}")
                 key = None
             else:
-                if key_length > end - pos:
-                    raise CorruptRecordError(f"key length {key_length} exceeds the record")
                 key = data[pos : pos + key_length]
                 pos += key_length
 
             byte = data[pos]
             if byte < 0x80:
-                value_length = (byte >> 1) ^ -(byte & 1)
+                value_length = unzigzag[byte]
                 pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                value_length = unzigzag2[byte | second << 8]
+                pos += 2
             else:
                 value_length, pos = read_varint(data, pos)
             if value_length < 0:
@@ -202,53 +236,57 @@ def _decode_records(
                     raise CorruptRecordError(f"invalid value length {value_length}")
                 value = None
             else:
-                if value_length > end - pos:
-                    raise CorruptRecordError(f"value length {value_length} exceeds the record")
                 value = data[pos : pos + value_length]
                 pos += value_length
 
-            byte = data[pos]
-            if byte < 0x80:
-                header_count = (byte >> 1) ^ -(byte & 1)
+            if data[pos] == 0:  # no headers: the shared empty tuple (no allocation)
                 pos += 1
+                headers: Sequence[Header] = ()
             else:
-                header_count, pos = read_varint(data, pos)
-            headers: list[Header] = []
-            if header_count:
-                # Each header needs at least two bytes: reject absurd counts up front.
-                if header_count < 0 or header_count > (end - pos) // 2:
-                    raise CorruptRecordError(f"invalid header count {header_count}")
-                for _ in range(header_count):
-                    name_length, pos = read_varint(data, pos)
-                    if name_length < 0 or name_length > end - pos:
-                        raise CorruptRecordError(f"invalid header key length {name_length}")
-                    name = data[pos : pos + name_length].decode("utf-8", HEADER_KEY_ERRORS)
-                    pos += name_length
-                    header_value_length, pos = read_varint(data, pos)
-                    if header_value_length < 0:
-                        if header_value_length != -1:
-                            raise CorruptRecordError(
-                                f"invalid header value length {header_value_length}"
-                            )
-                        headers.append((name, None))
-                    else:
-                        if header_value_length > end - pos:
-                            raise CorruptRecordError("header value exceeds the record")
-                        headers.append((name, data[pos : pos + header_value_length]))
-                        pos += header_value_length
+                headers, pos = _decode_headers(data, pos, end)
             if pos != end:
                 raise CorruptRecordError(
                     f"record declared {length} bytes but its fields use {length + pos - end}"
                 )
-            timestamp = (
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-            )
-            yield factory(base_offset + offset_delta, timestamp, key, value, headers)
+            append(new(record_type, (
+                base_offset + offset_delta,
+                base_timestamp + timestamp_delta if log_append_time is None
+                else log_append_time,
+                key, value, headers, key_length, value_length) + extra))
     except (IndexError, DecodeError) as exc:
-        if isinstance(exc, CorruptRecordError):
-            raise
-        raise CorruptRecordError(f"truncated or invalid record: {exc}") from None
+        error = exc if isinstance(exc, CorruptRecordError) else CorruptRecordError(
+            f"truncated or invalid record: {exc}")
+        error.records_before = records
+        raise error from None
     if pos != size:
-        raise CorruptRecordError(
-            f"{size - pos} bytes left after the batch's {count} declared records"
-        )
+        error = CorruptRecordError(
+            f"{size - pos} bytes left after the batch's {count} declared records")
+        error.records_before = records
+        raise error
+    return records
+
+
+def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list[Header], int]:
+    """A record's headers (from its header count at `pos`) and the position after them."""
+    header_count, pos = read_varint(data, pos)
+    # Each header needs at least two bytes: reject absurd counts up front.
+    if header_count < 0 or header_count > (end - pos) // 2:
+        raise CorruptRecordError(f"invalid header count {header_count}")
+    headers: list[Header] = []
+    for _ in range(header_count):
+        name_length, pos = read_varint(data, pos)
+        if name_length < 0 or name_length > end - pos:
+            raise CorruptRecordError(f"invalid header key length {name_length}")
+        name = data[pos : pos + name_length].decode("utf-8", HEADER_KEY_ERRORS)
+        pos += name_length
+        header_value_length, pos = read_varint(data, pos)
+        if header_value_length < 0:
+            if header_value_length != -1:
+                raise CorruptRecordError(f"invalid header value length {header_value_length}")
+            headers.append((name, None))
+        else:
+            if header_value_length > end - pos:
+                raise CorruptRecordError("header value exceeds the record")
+            headers.append((name, data[pos : pos + header_value_length]))
+            pos += header_value_length
+    return headers, pos
