@@ -185,13 +185,12 @@ Serialized = tuple["bytes | None", "bytes | None", "list[tuple[str, bytes | None
 class _TopicRoute:
     """What `AsyncProducer.append` needs of a topic, made once per metadata update."""
 
-    __slots__ = ("count", "queues", "topics")
+    __slots__ = ("queues", "topics")
 
-    def __init__(self, topics: dict[str, TopicMetadata], count: int,
-                 queues: TopicQueues) -> None:
+    def __init__(self, topics: dict[str, TopicMetadata], queues: TopicQueues) -> None:
         #: the metadata's topic table this was made from: a new table means a new route
         self.topics = topics
-        self.count = count
+        #: the topic's queues, partition count and sticky partition
         self.queues = queues
 
 
@@ -423,11 +422,11 @@ class AsyncProducer:
                 if partition < 0:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      f"Invalid partition given with record: {partition} is not "
-                                     f"in the range [0...{route.count}).")
-                if partition >= route.count:
+                                     f"in the range [0...{route.queues.count}).")
+                if partition >= route.queues.count:
                     raise _MetadataNeeded(topic)  # the topic may have grown: look again
             elif key is not None and not self.ignore_keys:
-                partition = partition_for_key(key, route.count)
+                partition = partition_for_key(key, route.queues.count)
             # else None: the accumulator appends to the topic's sticky partition
             if timestamp_ms is None:
                 timestamp_ms = time.time_ns() // 1_000_000
@@ -463,7 +462,7 @@ class AsyncProducer:
         count = len(topic_metadata.partitions)
         available = sorted(p for p, md in topic_metadata.partitions.items() if md.leader >= 0)
         route = self._routes[topic] = _TopicRoute(
-            topics, count, self.accumulator.topic_queues(topic, count, available))
+            topics, self.accumulator.topic_queues(topic, count, available))
         return route
 
     def append_record_batch(self, topic: str, partition: int, payload: bytearray,
