@@ -3,12 +3,17 @@
 Every `bench/<name>_bench.py` module exposes `NAME` and `run(quick: bool) -> str` (markdown).
 A section lives between `<!-- bench:<name>:begin -->` and `<!-- bench:<name>:end -->`, so
 re-running one benchmark replaces only its own section.
+
+A module may also take `records=N` in `run` (`--records N`), and expose
+`run_compare(rev, quick, records, rounds) -> str` for `--compare REV`: a before/after run whose
+section is `<name>-compare`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -42,15 +47,36 @@ def main() -> None:
                                                  f"{', '.join(available())})")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--records", type=int, metavar="N",
+                        help="record count, for benchmarks that take one (broker)")
+    parser.add_argument("--compare", metavar="REV",
+                        help="before/after mode: measure a broker from git revision REV's src/ "
+                             "against this tree's, interleaved in one run (broker)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds per side in --compare mode (default 3, at least 2)")
     args = parser.parse_args()
+    if args.compare is not None and not args.names:
+        parser.error("--compare needs the benchmark to compare, e.g. `broker --compare REV`")
     for name in args.names or available():
         module = importlib.import_module(f"bench.{name}_bench")
-        markdown = module.run(quick=args.quick)
+        if args.compare is not None:
+            if not hasattr(module, "run_compare"):
+                parser.error(f"{name} has no --compare mode")
+            section = f"{name}-compare"
+            markdown = module.run_compare(args.compare, quick=args.quick, records=args.records,
+                                          rounds=args.rounds)
+        else:
+            section = name
+            kwargs = {}
+            if args.records is not None:
+                if "records" not in inspect.signature(module.run).parameters:
+                    parser.error(f"{name} takes no --records")
+                kwargs["records"] = args.records
+            markdown = module.run(quick=args.quick, **kwargs)
         print(markdown)
         if not args.no_write:
-            write_section(name, markdown)
-            print(f"wrote the {name} section of {DOC}")
-
+            write_section(section, markdown)
+            print(f"wrote the {section} section of {DOC}")
 
 if __name__ == "__main__":
     main()

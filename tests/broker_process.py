@@ -59,8 +59,11 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 
 
 class BrokerProcess:
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
+        # Extra environment for the broker process (e.g. PYTHONPATH to run another tree's src).
+        self.env = dict(env or {})
         self.port = free_port()
         self.controller_port = free_port()
         self.host = "127.0.0.1"
@@ -92,7 +95,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60) -> BrokerProcess:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 [*ODRADEK, "server-start", str(self.config_path)],
