@@ -218,7 +218,7 @@ class Broker:
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
         if self.replica_manager is not None:  # long-polling fetches answer now
-            self.replica_manager.fetch_purgatory.close()
+            self.replica_manager.shutdown()
         if self.network is not None:
             await self.network.stop()
         if self.log_manager is not None:

@@ -1,4 +1,9 @@
-"""Produce: whole record batches appended to partition leaders, no per-record decoding."""
+"""Produce: whole record batches appended to partition leaders, no per-record decoding.
+
+acks=0 and acks=1 answer once the leader appended; acks=all (-1) answers once the high
+watermark passed every batch of the request, or at the request's timeout (REQUEST_TIMED_OUT for
+the partitions still waiting): Kafka's delayed produce.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TYPE_CHECKING
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.network import ConnectionCloseRequest
+from odradek.server.replica_manager import ACKS_ALL, PendingAppend
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -28,6 +34,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
         return _all_failed(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     replica_manager = broker.replica_manager
     responses = []
+    waiting: list[tuple[R.PartitionProduceResponse, PendingAppend]] = []
     any_error = False
     for topic_data in req.topic_data:
         name = topic_data.name
@@ -39,10 +46,13 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request with no records")
-                info = replica_manager.append(name, pdata.index, records, acks)
+                pending = replica_manager.append(name, pdata.index, records, acks)
+                info = pending.result
                 out.base_offset = info.first_offset
                 out.log_append_time_ms = info.log_append_time
                 out.log_start_offset = info.log_start_offset
+                if acks == ACKS_ALL and pending.committed is not None:
+                    waiting.append((out, pending))
             except KafkaError as exc:
                 out.error_code = exc.code
                 out.error_message = exc.message
@@ -58,6 +68,15 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
             # The client expects no answer; closing the connection is how Kafka tells it.
             raise ConnectionCloseRequest("acks=0 produce failed")
         return None
+    if waiting:
+        await replica_manager.wait_for_commit([p for _out, p in waiting], req.timeout_ms)
+        for out, pending in waiting:
+            error = pending.outcome()
+            if error != ErrorCode.NONE:
+                out.error_code = error
+                out.base_offset = -1
+                out.log_append_time_ms = -1
+                out.log_start_offset = -1
     return R(responses=responses)
 
 
