@@ -19,7 +19,7 @@ from odradek.server.replica_manager import NO_EPOCH, ReadResult, ReplicaManager
 from odradek.storage.log import FetchIsolation, LogEnd
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.network import RequestContext
 
 FR = m.FetchResponse
@@ -100,20 +100,38 @@ async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min
     await replica_manager.fetch_purgatory.wait_until(keys, enough, max_wait_ms / 1000)
 
 
-async def fetch(broker: Broker, ctx: RequestContext, req: m.FetchRequest):
-    version = ctx.api_version
+class FetchApis:
+    """Fetch, ListOffsets, OffsetForLeaderEpoch: reads through the replica manager."""
+
+    def __init__(self, replica_manager: ReplicaManager, sessions: FetchSessionCache,
+                 fetch_max_bytes: int) -> None:
+        self.replica_manager = replica_manager
+        self.sessions = sessions
+        self.fetch_max_bytes = fetch_max_bytes
+
+    async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
+        return await fetch(self, ctx.api_version, req)
+
+    def list_offsets(self, ctx: RequestContext, req: m.ListOffsetsRequest):
+        return list_offsets(self.replica_manager, ctx.api_version, req)
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, req: m.OffsetForLeaderEpochRequest):
+        return offset_for_leader_epoch(self.replica_manager, req)
+
+
+async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     if replica_id >= 0:
         # Follower fetching comes with replication; until then no broker fetches from us.
         return FR(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
     isolation = isolation_of(version >= 4, req.isolation_level)
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
-    max_bytes = min(max_bytes, broker.fetch_max_bytes)
-    replica_manager = broker.replica_manager
+    max_bytes = min(max_bytes, apis.fetch_max_bytes)
+    replica_manager = apis.replica_manager
 
     requested = _requested(version, req)
     if version >= 7:
-        context = new_fetch(broker.fetch_sessions, req.session_id, req.session_epoch,
+        context = new_fetch(apis.sessions, req.session_id, req.session_epoch,
                             requested, _forgotten(version, req))
         if context.error != ErrorCode.NONE:
             return FR(error_code=context.error, session_id=0)
@@ -162,10 +180,8 @@ async def fetch(broker: Broker, ctx: RequestContext, req: m.FetchRequest):
               responses=list(topics_out.values()))
 
 
-def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest):
-    version = ctx.api_version
+def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffsetsRequest):
     R = m.ListOffsetsResponse
-    replica_manager = broker.replica_manager
     isolation = isolation_of(version >= 2, req.isolation_level)
     topics_out = []
     for t in req.topics:
@@ -190,10 +206,9 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest)
     return R(topics=topics_out)
 
 
-def offset_for_leader_epoch(broker: Broker, ctx: RequestContext,
+def offset_for_leader_epoch(replica_manager: ReplicaManager,
                             req: m.OffsetForLeaderEpochRequest):
     R = m.OffsetForLeaderEpochResponse
-    replica_manager = broker.replica_manager
     topics_out = []
     for t in req.topics:
         parts = []

@@ -16,15 +16,25 @@ from odradek.server.network import ConnectionCloseRequest
 from odradek.server.replica_manager import ACKS_ALL, PendingAppend
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
     from odradek.server.network import RequestContext
+    from odradek.server.replica_manager import ReplicaManager
 
 log = logging.getLogger("odradek.produce")
 
 R = m.ProduceResponse
 
 
-async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
+class ProduceApis:
+    """Produce; needs only the replica manager."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    async def produce(self, ctx: RequestContext, req: m.ProduceRequest):
+        return await produce(self.replica_manager, req)
+
+
+async def produce(replica_manager: ReplicaManager, req: m.ProduceRequest):
     acks = req.acks
     if acks not in (0, 1, -1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
@@ -32,7 +42,6 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
     if req.transactional_id is not None:
         # Transactions are not supported yet: refuse like a broker without the feature.
         return _all_failed(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    replica_manager = broker.replica_manager
     responses = []
     waiting: list[tuple[R.PartitionProduceResponse, PendingAppend]] = []
     any_error = False
