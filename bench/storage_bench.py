@@ -107,7 +107,7 @@ def append_seconds(work: Path, size_mib: int, batch: bytes) -> tuple[float, Log]
         log.flush()
 
     elapsed = timed(run)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     return elapsed * (size_mib * MIB) / (count * len(batch)), log
 
 
@@ -305,7 +305,7 @@ def bench_latency_vs_size(work: Path, size_gib: int, results: Results) -> None:
                 log.append_as_leader(batch, 0)
                 latencies.append(time.perf_counter() - started)
             drop_written_pages(log)
-        log.high_watermark = log.log_end_offset
+        log.update_high_watermark(log.log_end_offset)
         reads = []
         for _ in range(2000):
             offset = rng.randrange(log.log_end_offset)

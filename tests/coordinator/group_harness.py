@@ -85,7 +85,7 @@ class Harness:
     def _append(self, partition: int, records: bytes) -> None:
         log = self.logs[partition]
         log.append_as_leader(records, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
-        log.high_watermark = log.log_end_offset
+        log.update_high_watermark(log.log_end_offset)
 
     async def start(self) -> Harness:
         self.coordinator.start()

@@ -55,7 +55,7 @@ def main() -> None:
     last_tick = time.monotonic()
     while True:
         info = log.append_as_leader(batch_for(seq, rng), leader_epoch=seed % 1000)
-        log.high_watermark = log.log_end_offset
+        log.update_high_watermark(log.log_end_offset)
         out.write(f"{seq} {info.first_offset} {info.last_offset}\n")
         out.flush()
         seq += 1

@@ -50,7 +50,7 @@ def append_many(log: Log, batches: int, records_per_batch: int = 1, value_size: 
     for _ in range(batches):
         info = log.append_as_leader(make_batch(records_per_batch, timestamp, value_size), epoch)
         result.append((info.first_offset, info.last_offset))
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     return result
 
 

@@ -178,7 +178,7 @@ def test_sigkill_loses_no_acknowledged_append(tmp_path: Path) -> None:
                 assert records[0].key == b"%d/0" % ack_seq
                 assert records[-1].value == record_value(
                     ack_seq, len(records) - 1, len(records[-1].value or b""))
-            log.high_watermark = log.log_end_offset
+            log.update_high_watermark(log.log_end_offset)
         finally:
             manager.close()
     elapsed = time.monotonic() - started

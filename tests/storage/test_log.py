@@ -129,7 +129,7 @@ def test_roll_on_relative_offset_overflow(make_log: MakeLog) -> None:
     far = 2**31 + 10
     log.append_as_follower(make_batch(1, base_offset=far))
     assert [s.base_offset for s in log.segments] == [0, far]
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     assert headers_of(log.read(1, 100).read_bytes())[0].base_offset == far
 
 
@@ -238,7 +238,7 @@ def test_retention_by_time_deletes_old_segments_after_the_delay(make_log: MakeLo
         log.append_as_leader(make_batch(1, timestamp=old, value_size=300), 0)
     for _ in range(5):
         log.append_as_leader(make_batch(1, timestamp=clock.now, value_size=300), 0)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     before = len(log.segments)
     region = log.read(0, 1 << 20)  # handed out before deletion
     deleted = log.delete_old_segments()
@@ -259,13 +259,13 @@ def test_retention_never_passes_the_high_watermark(make_log: MakeLog, clock: Fak
     log = make_log({"segment.bytes": 1000, "retention.ms": 1})
     for _ in range(10):
         log.append_as_leader(make_batch(1, timestamp=1, value_size=300), 0)
-    log.high_watermark = 0
+    log.update_high_watermark(0)
     assert log.delete_old_segments() == 0
-    log.high_watermark = 4
+    log.update_high_watermark(4)
     log.delete_old_segments()
     assert log.log_start_offset <= 4
     # With everything replicated, even the active segment goes: Kafka rolls first.
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     log.delete_old_segments()
     assert log.log_start_offset == log.log_end_offset == 10
     assert len(log.segments) == 1 and log.segments[0].size == 0
@@ -305,7 +305,7 @@ def test_truncate_to_within_and_across_segments(make_log: MakeLog) -> None:
     for epoch in range(4):
         for _ in range(5):
             log.append_as_leader(make_batch(2, value_size=150), leader_epoch=epoch)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     assert log.log_end_offset == 40 and len(log.segments) > 3
     assert log.truncate_to(25)  # 24..25 is one batch: truncating at 25 ends the log at 24
     assert log.log_end_offset == 24
@@ -316,7 +316,7 @@ def test_truncate_to_within_and_across_segments(make_log: MakeLog) -> None:
     assert not log.truncate_to(30)  # beyond the end: nothing to do
     info = log.append_as_leader(make_batch(1), leader_epoch=7)
     assert info.first_offset == 20
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     assert [h.base_offset for h in read_all(log)][-2:] == [18, 20]
 
 
@@ -358,7 +358,7 @@ def test_clean_reopen_keeps_everything(make_log: MakeLog, tmp_path: Path,
     base = 1_600_000_000_000
     for index in range(30):
         log.append_as_leader(make_batch(2, timestamps=[base + index, base + index]), 1)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     expected = read_all(log)
     max_ts = log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
     log.close()
@@ -413,7 +413,7 @@ def test_concurrent_readers_never_see_partial_batches(make_log: MakeLog) -> None
     try:
         for index in range(1500):
             log.append_as_leader(make_batch(1 + index % 5, value_size=100), 0)
-            log.high_watermark = log.log_end_offset
+            log.update_high_watermark(log.log_end_offset)
             if index % 100 == 0:
                 log.delete_old_segments()  # files stay open for file.delete.delay.ms
     finally:
@@ -429,7 +429,7 @@ def test_read_reports_the_last_offset_of_the_region(make_log: MakeLog) -> None:
     rng = random.Random(3)
     for _ in range(200):
         log.append_as_leader(make_batch(rng.randint(1, 4), value_size=rng.randint(10, 400)), 0)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     for _ in range(300):
         offset = rng.randrange(log.log_end_offset)
         region = log.read(offset, rng.randint(1, 5000), max_offset=rng.choice(
@@ -453,7 +453,7 @@ def test_append_accepts_any_buffer(make_log: MakeLog, kind: str) -> None:
                "writable_view": memoryview(bytearray(frame))[2:]}[kind]
     info = log.append_as_leader(records, leader_epoch=3)
     assert (info.first_offset, info.last_offset) == (0, 1399)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
     headers = read_all(log)
     assert [h.base_offset for h in headers] == list(range(0, 1400, 2))
     assert {h.partition_leader_epoch for h in headers} == {3}

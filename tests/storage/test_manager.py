@@ -19,7 +19,7 @@ def fill(manager: LogManager, topic: str, partition: int, batches: int = 10) -> 
     log = manager.get_or_create_log(topic, partition)
     for _ in range(batches):
         log.append_as_leader(make_batch(2, value_size=200), leader_epoch=1)
-    log.high_watermark = log.log_end_offset
+    log.update_high_watermark(log.log_end_offset)
 
 
 def test_new_logs_go_to_the_dir_with_fewest_partitions(tmp_path: Path,
@@ -47,7 +47,7 @@ def test_close_writes_checkpoints_and_clean_marker(tmp_path: Path, clock: FakeCl
     log = manager.get_or_create_log("orders", 0, topic_id=topic_id)
     fill(manager, "orders", 0)
     fill(manager, "my-topic-with-dashes", 3)
-    log.high_watermark = 12
+    log.update_high_watermark(12)
     manager.close()
     assert (tmp_path / ".kafka_cleanshutdown").exists()
     assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {
@@ -132,7 +132,7 @@ def test_retention_and_time_flush_run_from_tick(tmp_path: Path, clock: FakeClock
         log = manager.get_or_create_log("t", 0)
         for _ in range(20):
             log.append_as_leader(make_batch(2, timestamp=clock.now - 120_000, value_size=200), 1)
-        log.high_watermark = log.log_end_offset
+        log.update_high_watermark(log.log_end_offset)
         clock.advance(1000)
         manager.tick()
         assert log.recovery_point == log.log_end_offset  # flush.ms elapsed
@@ -181,7 +181,7 @@ def test_two_thousand_partitions_open_at_once(tmp_path: Path) -> None:
         for partition in range(0, partitions, 97):
             log = manager.get_log("wide", partition)
             log.append_as_leader(make_batch(1, value_size=20), 0)
-            log.high_watermark = log.log_end_offset
+            log.update_high_watermark(log.log_end_offset)
             assert log.read(0, 1000).first_batch_offset == 0
         open_fds = len(list(Path("/proc/self/fd").iterdir()))
         assert open_fds < min(limit, 3 * partitions)

@@ -42,7 +42,7 @@ def log_path(tmp_path: Path) -> Path:
 def test_unclean_reopen_of_an_intact_log_keeps_everything(log_path: Path,
                                                           clock: FakeClock) -> None:
     original = write_log(log_path, clock)
-    original.high_watermark = original.log_end_offset
+    original.update_high_watermark(original.log_end_offset)
     expected = read_all(original)
     log = reopen(log_path, clock)
     assert log.recovered_bytes_truncated == 0

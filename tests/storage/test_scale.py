@@ -37,7 +37,7 @@ def test_append_and_read_latency_flat_from_empty_to_200_mb(tmp_path: Path) -> No
                 started = time.perf_counter()
                 log.append_as_leader(batch, 0)
                 append_times.append(time.perf_counter() - started)
-            log.high_watermark = log.log_end_offset
+            log.update_high_watermark(log.log_end_offset)
             read_times = []
             for _ in range(300):
                 offset = rng.randrange(0, log.log_end_offset)

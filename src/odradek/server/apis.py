@@ -12,43 +12,53 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from odradek.protocol.messages import API_BY_KEY
-from odradek.server.handlers import admin, fetch, groups, metadata, produce, producer_ids, sasl
+import functools
 
+from odradek.protocol.messages import API_BY_KEY
+from odradek.server.handlers import admin, groups, metadata, producer_ids, sasl
+
+#: handler(ctx, request) -> response (or an awaitable of it)
 Handler = Callable[..., Any]
 
-# api key -> (handler, lowest version served)
-HANDLERS: dict[int, tuple[Handler, int]] = {
-    0: (produce.produce, 3),
-    1: (fetch.fetch, 4),
-    2: (fetch.list_offsets, 1),
-    3: (metadata.metadata, 0),
-    8: (groups.offset_commit, 0),
-    9: (groups.offset_fetch, 0),
-    10: (groups.find_coordinator, 0),
-    11: (groups.join_group, 0),
-    12: (groups.heartbeat, 0),
-    13: (groups.leave_group, 0),
-    14: (groups.sync_group, 0),
-    15: (groups.describe_groups, 0),
-    16: (groups.list_groups, 0),
-    17: (sasl.sasl_handshake, 0),
-    18: (metadata.api_versions, 0),
-    19: (admin.create_topics, 0),
-    20: (admin.delete_topics, 0),
-    21: (admin.delete_records, 0),
-    22: (producer_ids.init_producer_id, 0),
-    23: (fetch.offset_for_leader_epoch, 0),
-    32: (admin.describe_configs, 0),
-    33: (admin.alter_configs, 0),
-    35: (admin.describe_log_dirs, 0),
-    36: (sasl.sasl_authenticate, 0),
-    37: (admin.create_partitions, 0),
-    42: (groups.delete_groups, 0),
-    44: (admin.incremental_alter_configs, 0),
-    47: (groups.offset_delete, 0),
-    60: (metadata.describe_cluster, 0),
-    75: (metadata.describe_topic_partitions, 0),
+# api key -> lowest version served (the highest is the spec's newest).
+SERVED_VERSIONS: dict[int, int] = {
+    0: 3,  # Produce
+    1: 4,  # Fetch
+    2: 1,  # ListOffsets
+    3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 17: 0, 18: 0, 19: 0,
+    20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0, 60: 0,
+    75: 0,
+}
+
+# Handlers that still take the whole broker as their first argument (the others are methods
+# of objects holding only the services they need, bound by the broker).
+BROKER_HANDLERS: dict[int, Callable[..., Any]] = {
+    3: metadata.metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
+    17: sasl.sasl_handshake,
+    18: metadata.api_versions,
+    19: admin.create_topics,
+    20: admin.delete_topics,
+    21: admin.delete_records,
+    22: producer_ids.init_producer_id,
+    32: admin.describe_configs,
+    33: admin.alter_configs,
+    35: admin.describe_log_dirs,
+    36: sasl.sasl_authenticate,
+    37: admin.create_partitions,
+    42: groups.delete_groups,
+    44: admin.incremental_alter_configs,
+    47: groups.offset_delete,
+    60: metadata.describe_cluster,
+    75: metadata.describe_topic_partitions,
 }
 
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -57,12 +67,24 @@ BROKER_LISTENER = "broker"
 CONTROLLER_LISTENER = "controller"
 
 
+def bind_broker_handlers(broker: Any) -> dict[int, Handler]:
+    return {key: functools.partial(handler, broker) for key, handler in BROKER_HANDLERS.items()}
+
+
 class ApiTable:
-    def __init__(self, extra: dict[int, tuple[Handler, int]] | None = None) -> None:
-        self.handlers = dict(HANDLERS) | (extra or {})
+    """The served APIs: versions (what ApiVersions advertises) and a handler for each."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[int, Handler] = {}
         self.versions: dict[int, tuple[int, int]] = {
-            key: (low, API_BY_KEY[key].max_version) for key, (_h, low) in self.handlers.items()
+            key: (low, API_BY_KEY[key].max_version) for key, low in SERVED_VERSIONS.items()
         }
+
+    def bind(self, handlers: dict[int, Handler]) -> None:
+        unknown = set(handlers) - set(SERVED_VERSIONS)
+        if unknown:
+            raise ValueError(f"handlers for APIs not served: {sorted(unknown)}")
+        self.handlers.update(handlers)
 
     def advertised(self, listener_kind: str) -> dict[int, tuple[int, int]]:
         """The APIs and versions a listener of this kind ("broker" or "controller") serves."""
@@ -72,10 +94,10 @@ class ApiTable:
 
     def lookup(self, api_key: int, version: int,
                listener_kind: str = BROKER_LISTENER) -> Handler | None:
-        entry = self.handlers.get(api_key)
-        if entry is None:
+        handler = self.handlers.get(api_key)
+        if handler is None:
             return None
         if listener_kind == CONTROLLER_LISTENER and api_key not in CONTROLLER_APIS:
             return None
         low, high = self.versions[api_key]
-        return entry[0] if low <= version <= high else None
+        return handler if low <= version <= high else None

@@ -29,10 +29,17 @@ from odradek.metadata.image import (
 )
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
-from odradek.server.apis import BROKER_LISTENER, CONTROLLER_LISTENER, ApiTable
+from odradek.server.apis import (
+    BROKER_LISTENER,
+    CONTROLLER_LISTENER,
+    ApiTable,
+    bind_broker_handlers,
+)
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers.fetch import FetchApis
 from odradek.server.handlers.groups import start_group_coordinator
 from odradek.server.handlers.metadata import unsupported_api_versions_response
+from odradek.server.handlers.produce import ProduceApis
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
@@ -151,6 +158,7 @@ class Broker:
         self.quorum.listeners.append(self.replica_manager.apply_image)
         # group coordinator: follows the leadership of the __consumer_offsets partitions
         self.group_coordinator = start_group_coordinator(self)
+        self._bind_handlers()
 
         self.network = NetworkServer(
             dispatcher=self.dispatch,
@@ -218,7 +226,7 @@ class Broker:
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
         if self.replica_manager is not None:  # long-polling fetches answer now
-            self.replica_manager.fetch_purgatory.close()
+            self.replica_manager.shutdown()
         if self.network is not None:
             await self.network.stop()
         if self.log_manager is not None:
@@ -228,6 +236,19 @@ class Broker:
         log.info("Odradek broker %d shut down", self.node_id)
 
     # -- request dispatch
+    def _bind_handlers(self) -> None:
+        """Each API family gets the services it needs."""
+        replica_manager = self.replica_manager
+        produce = ProduceApis(replica_manager)
+        fetch = FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes)
+        self.apis.bind(bind_broker_handlers(self))
+        self.apis.bind({
+            0: produce.produce,
+            1: fetch.fetch,
+            2: fetch.list_offsets,
+            23: fetch.offset_for_leader_epoch,
+        })
+
     def listener_kind(self, listener_name: str) -> str:
         """Whether a listener is a controller listener (which serves only controller APIs)."""
         if listener_name in self.controller_listener_names:
@@ -259,7 +280,7 @@ class Broker:
         if handler is None:
             raise ConnectionCloseRequest(
                 f"unsupported request: api key {api_key} version {ctx.api_version}")
-        return handler(self, ctx, request)
+        return handler(ctx, request)
 
     # -- controller operations (single voter: applied through our own quorum)
     async def _commit(self, records: list[Any]) -> None:

@@ -12,9 +12,11 @@ import itertools
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from odradek.protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -73,6 +75,71 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> None:
         self.sessions.pop(session_id, None)
+
+
+#: a partition as a fetch names it: (topic name (v<=12) or topic id (v13+), partition index)
+PartitionKey = tuple[Hashable, int]
+
+
+@dataclass
+class SessionFetch:
+    """What one Fetch request asks for once its session is applied (Kafka's FetchContext)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    session: FetchSession | None = None
+    session_id: int = INVALID_SESSION_ID  # what the response carries
+    incremental: bool = False
+    partitions: list[tuple[PartitionKey, CachedPartition]] = field(default_factory=list)
+
+    def include(self, cached: CachedPartition, has_records: bool, error: int,
+                high_watermark: int, log_start_offset: int, last_stable_offset: int) -> bool:
+        """Whether the response carries this partition; a session remembers what was sent.
+        Full fetches carry every partition, incremental ones only those that changed."""
+        if self.session is None:
+            return True
+        changed = partition_changed(cached, has_records, error, high_watermark,
+                                    log_start_offset, last_stable_offset)
+        return changed or not self.incremental
+
+
+def new_fetch(cache: FetchSessionCache, session_id: int, session_epoch: int,
+              requested: list[tuple[PartitionKey, CachedPartition]],
+              forgotten: Iterable[PartitionKey]) -> SessionFetch:
+    """Applies a Fetch v7+ request's session fields (KIP-227): epoch -1 closes the session
+    (a sessionless full fetch), epoch 0 opens a new one with the partitions named, later
+    epochs update the session's partitions and fetch all of them."""
+    if session_epoch == FINAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        return SessionFetch(partitions=requested)
+    if session_epoch == INITIAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        session = cache.create()
+        if session is None:
+            return SessionFetch(partitions=requested)
+        for key, cached in requested:
+            session.partitions[key] = cached
+        return SessionFetch(session=session, session_id=session.session_id,
+                            partitions=requested)
+    session = cache.get(session_id)
+    if session is None:
+        return SessionFetch(error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.epoch != session_epoch:
+        return SessionFetch(error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    session.epoch += 1
+    for key, cached in requested:
+        prior = session.partitions.get(key)
+        if prior is not None:
+            # Keep what the client was last told; take its new position.
+            cached.sent_high_watermark = prior.sent_high_watermark
+            cached.sent_log_start_offset = prior.sent_log_start_offset
+            cached.sent_last_stable_offset = prior.sent_last_stable_offset
+        session.partitions[key] = cached
+    for key in forgotten:
+        session.partitions.pop(key, None)
+    return SessionFetch(session=session, session_id=session.session_id, incremental=True,
+                        partitions=list(session.partitions.items()))
 
 
 def partition_changed(cached: CachedPartition, has_records: bool, error: int,

@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Iterable
 
+from odradek.clock import SYSTEM_CLOCK, Clock
+
 
 class Purgatory:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self._watchers: dict[Hashable, set[asyncio.Event]] = {}
         self.closed = False
 
@@ -49,27 +52,28 @@ class Purgatory:
             return True
         if timeout_s <= 0 or self.closed:
             return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
         event = asyncio.Event()
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            event.set()
+
+        timer = self.clock.call_later(timeout_s, expire)
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(event)
         try:
             while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return is_complete()
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except TimeoutError:
-                    return is_complete()
+                await event.wait()
                 event.clear()
                 if is_complete():
                     return True
-                if self.closed:
+                if expired or self.closed:
                     return False
         finally:
+            timer.cancel()
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

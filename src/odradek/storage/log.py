@@ -1,6 +1,15 @@
 """One partition's log: ordered segments, appends, reads, roll, retention, truncation
 (Kafka's UnifiedLog and LocalLog in one class; recovery lives in `loader`).
 
+This is the one partition-log interface the layers above use (the replica manager, the
+coordinators, the metadata quorum, the tools): they never reach past it to segments or indexes.
+The log owns the offsets that describe it: log start offset, high watermark (moved only through
+`maybe_increment_high_watermark` by a leader, or `update_high_watermark` by a follower or at
+load), last stable offset, the leader-epoch cache, and the producer state of idempotent
+producers, loaded with the log (on the log manager's recovery threads, not an event loop).
+Reads say which isolation bounds them (`FetchIsolation`): the log end, the high watermark, or
+the last stable offset.
+
 Concurrency model: one writer at a time (appends, roll, truncation, segment deletion hold
 `self._lock`), any number of concurrent readers without the lock. Readers take an immutable
 snapshot of the segment list and of the end-of-log position (`_end`), both replaced wholesale by
@@ -12,6 +21,7 @@ keeps appending.
 from __future__ import annotations
 
 import bisect
+import enum
 import os
 import random
 import re
@@ -23,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import BatchHeader, TimestampType
+from odradek.protocol.records import NO_PRODUCER_ID, BatchHeader, TimestampType
 from odradek.protocol.records.record import iter_records
 from odradek.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -37,6 +47,7 @@ from odradek.storage.checkpoint import (
 from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.epoch import LeaderEpochFileCache
 from odradek.storage.loader import LogLoader
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
 from odradek.storage.segment import DELETED_SUFFIX, FetchData, LogSegment
 from odradek.storage.validator import (
@@ -67,6 +78,14 @@ def parse_topic_partition(directory: str | os.PathLike[str]) -> tuple[str, int]:
 
 def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+class FetchIsolation(enum.Enum):
+    """How far a read may go (Kafka's FetchIsolation)."""
+
+    LOG_END = "log_end"  # replicas and internal readers: everything appended
+    HIGH_WATERMARK = "high_watermark"  # consumers (read_uncommitted): what is committed
+    TXN_COMMITTED = "txn_committed"  # read_committed consumers: below the last stable offset
 
 
 class LogEnd(NamedTuple):
@@ -100,6 +119,7 @@ class AppendInfo:
     batch_count: int
     batches: list[BatchHeader]  # headers as written (for producer-state bookkeeping)
     flush_needed: bool = False  # flush.messages reached and the log defers flushes
+    duplicate: bool = False  # an idempotent retry: nothing written, offsets of the original
 
     @property
     def num_messages(self) -> int:
@@ -144,13 +164,15 @@ class Log:
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = 0
-        self.high_watermark = high_watermark if high_watermark is not None else 0
+        self.update_high_watermark(high_watermark if high_watermark is not None else 0)
         self.recovered_bytes_truncated = loaded.truncated_bytes
         self.last_flush_ms = self.clock()
         self._dir_needs_flush = True  # new segment files' directory entries
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
         self._closed = False
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -169,10 +191,34 @@ class Log:
     def high_watermark(self) -> int:
         return self._high_watermark
 
-    @high_watermark.setter
-    def high_watermark(self, offset: int) -> None:
-        """Set by the replica manager; clamped to [log start offset, log end offset]."""
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided; without transactions (not
+        implemented yet) it is the high watermark."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Sets the high watermark (a follower takes its leader's; a log loads its checkpoint),
+        clamped to [log start offset, log end offset]. Returns the new value."""
         self._high_watermark = min(max(offset, self._log_start_offset), self._end.offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """A leader moves the high watermark forward only (to at most the log end offset);
+        returns whether it moved."""
+        new = min(offset, self._end.offset)
+        if new > self._high_watermark:
+            self._high_watermark = new
+            return True
+        return False
+
+    def isolation_limit(self, isolation: FetchIsolation) -> int:
+        """The exclusive upper offset a read with `isolation` may return."""
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            return self._high_watermark
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        return self._end.offset
 
     @property
     def _segments(self) -> tuple[LogSegment, ...]:
@@ -227,6 +273,18 @@ class Log:
             self._check_open()
             if not validated.batches:
                 return self._empty_append_info()
+            idempotent = [header for _, header in validated.batches
+                          if header.producer_id != NO_PRODUCER_ID]
+            if idempotent and origin is AppendOrigin.CLIENT:
+                # Produce v3+ carries one batch; a retry of a batch already in the log is
+                # answered with the original's offsets and writes nothing.
+                duplicate = self.producer_state.find_duplicate(idempotent[0])
+                if duplicate is not None:
+                    info = self._empty_append_info()
+                    info.first_offset, info.last_offset = (duplicate.first_offset,
+                                                           duplicate.last_offset)
+                    info.duplicate = True
+                    return info
             patched = assign_offsets(validated, self._end.offset, leader_epoch, config, now)
             return self._append(patched, leader_epoch)
 
@@ -254,6 +312,9 @@ class Log:
             valid_bytes=validated.size, record_count=validated.record_count,
             batch_count=len(validated.batches), batches=[h for _, h in validated.batches])
         self._end = LogEnd(info.last_offset + 1, segment.base_offset, segment.size)
+        for header in info.batches:
+            if header.producer_id != NO_PRODUCER_ID:
+                self.producer_state.update(header)
         if leader_epoch is not None:
             self._maybe_assign_epoch(leader_epoch, info.first_offset)
         else:
@@ -329,13 +390,18 @@ class Log:
 
     # -- read ------------------------------------------------------------------------------
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FetchData:
+             min_one_batch: bool = True,
+             isolation: FetchIsolation = FetchIsolation.LOG_END) -> FetchData:
         """Whole batches from one segment, starting with the batch holding `start_offset`.
 
-        `max_offset` (exclusive; the broker passes the high watermark or LSO) bounds the
-        batches returned. Raises KafkaError(OFFSET_OUT_OF_RANGE) when start_offset is below
-        the log start offset or above the log end offset.
+        `isolation` bounds the batches returned (log end, high watermark or last stable
+        offset); `max_offset` (exclusive) bounds them further, for internal readers that stop
+        at an offset of their own. Raises KafkaError(OFFSET_OUT_OF_RANGE) when start_offset is
+        below the log start offset or above the log end offset.
         """
+        if isolation is not FetchIsolation.LOG_END:
+            limit_offset = self.isolation_limit(isolation)
+            max_offset = limit_offset if max_offset is None else min(max_offset, limit_offset)
         log_start = self._log_start_offset
         end = self._end  # read before the segment list: the list is never older than the end
         segments, bases = self._view
@@ -371,17 +437,48 @@ class Log:
         if cached is not None and cached[0] == offset and cached[1] == self._truncations:
             return cached[2]
         truncations = self._truncations
+        result = self._locate(offset, segments, bases)
+        self._max_offset_cache = (offset, truncations, result)
+        return result
+
+    def _locate(self, offset: int, segments: tuple[LogSegment, ...],
+                bases: tuple[int, ...]) -> LogEnd:
         index = max(bisect.bisect_right(bases, offset) - 1, 0)
-        result = None
         for segment in segments[index:]:
             found = segment.translate_offset(offset)
             if found is not None:
-                result = LogEnd(offset, segment.base_offset, found[0])
+                return LogEnd(offset, segment.base_offset, found[0])
+        return self._end
+
+    def position_of(self, offset: int) -> LogEnd:
+        """Where the batch holding `offset` starts (the log end if none does): what a long
+        poll computes once and then compares with the end of the readable region."""
+        segments, bases = self._view
+        return self._locate(offset, segments, bases)
+
+    def readable_bytes(self, start: LogEnd, isolation: FetchIsolation) -> int:
+        """Bytes readable from `start` (a `position_of`) up to the `isolation` limit, from
+        segment sizes and the end position alone: no data is read (a long poll's min.bytes
+        check on every wake-up)."""
+        limit_offset = self.isolation_limit(isolation)
+        if start.offset >= limit_offset:
+            return 0
+        segments, bases = self._view
+        limit = self._end if limit_offset >= self._end.offset else \
+            self._position_of(limit_offset, segments, bases)
+        if limit.segment_base_offset == start.segment_base_offset:
+            return max(limit.position - start.position, 0)
+        total = 0
+        for segment in segments[max(bisect.bisect_right(bases, start.offset) - 1, 0):]:
+            if segment.base_offset > limit.segment_base_offset:
                 break
-        if result is None:
-            result = self._end
-        self._max_offset_cache = (offset, truncations, result)
-        return result
+            if segment.base_offset == start.segment_base_offset:
+                total += max(segment.size - start.position, 0)
+            elif segment.base_offset == limit.segment_base_offset:
+                total += limit.position
+            else:
+                total += segment.size
+        return total
 
     def read_records(self, start_offset: int, max_bytes: int = 1 << 20,
                      max_offset: int | None = None) -> bytes:
@@ -593,6 +690,7 @@ class Log:
             self._log_start_offset = min(self._log_start_offset, new_end)
             self._recovery_point = min(self._recovery_point, new_end)
             self._high_watermark = min(self._high_watermark, new_end)
+            self._rebuild_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -610,6 +708,14 @@ class Log:
             self._recovery_point = new_offset
             self._high_watermark = new_offset
             self._dir_needs_flush = True
+            self.producer_state.truncate()
+
+    # -- producer state --------------------------------------------------------------------
+    def _rebuild_producer_state(self) -> None:
+        """Replays the batch headers (no record decoding) into the producer state."""
+        self.producer_state.rebuild(
+            header for segment in self._segments
+            for _position, header in segment.iter_headers(0, segment.size))
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:

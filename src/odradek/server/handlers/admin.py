@@ -182,20 +182,11 @@ def delete_records(broker: Broker, ctx: RequestContext, req: m.DeleteRecordsRequ
         for p in t.partitions:
             out = R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                  low_watermark=-1)
-            partition, error = replica_manager.leader_partition(t.name, p.partition_index)
-            if partition is None:
-                out.error_code = error
-            else:
-                storage_log = partition.log
-                target = storage_log.high_watermark if p.offset == -1 else p.offset
-                if target < 0 or target > storage_log.high_watermark:
-                    out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                else:
-                    try:
-                        storage_log.delete_records_before(target)
-                        out.low_watermark = storage_log.log_start_offset
-                    except KafkaError as exc:
-                        out.error_code = exc.code
+            try:
+                out.low_watermark = replica_manager.delete_records(t.name, p.partition_index,
+                                                                   p.offset)
+            except KafkaError as exc:
+                out.error_code = exc.code
             parts.append(out)
         topics_out.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
     return R(topics=topics_out)
@@ -206,17 +197,12 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: m.DescribeLogDir
     wanted = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list]] = {str(d): {} for d in broker.log_manager.log_dirs}
-    for partition in broker.replica_manager.partitions.values():
-        if wanted is not None and partition.key not in wanted:
-            continue
-        storage_log = partition.log
-        log_dir = str(broker.log_manager.log_dir_of(partition.topic, partition.index))
-        lag = max(0, storage_log.log_end_offset - storage_log.high_watermark)
-        by_dir.setdefault(log_dir, {}).setdefault(partition.topic, []).append(
-            R.DescribeLogDirsPartition(partition_index=partition.index,
-                                       partition_size=storage_log.size_in_bytes,
-                                       offset_lag=lag, is_future_key=False))
+    by_dir = {
+        log_dir: {topic: [R.DescribeLogDirsPartition(partition_index=index, partition_size=size,
+                                                     offset_lag=lag, is_future_key=False)
+                          for index, size, lag in partitions]
+                  for topic, partitions in topics.items()}
+        for log_dir, topics in broker.replica_manager.log_dir_descriptions(wanted).items()}
     results = []
     for log_dir, topics in by_dir.items():
         usage = shutil.disk_usage(log_dir)

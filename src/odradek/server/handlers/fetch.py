@@ -9,27 +9,29 @@ from typing import TYPE_CHECKING, Any
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.fetch_session import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
     CachedPartition,
+    PartitionKey,
+    SessionFetch,
     from_request_partition,
-    partition_changed,
+    new_fetch,
 )
-from odradek.server.replica_manager import (
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    NO_EPOCH,
-    ReadResult,
-)
+from odradek.server.replica_manager import NO_EPOCH, ReadResult, ReplicaManager
+from odradek.storage.log import FetchIsolation, LogEnd
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.network import RequestContext
 
 FR = m.FetchResponse
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def isolation_of(version_has_isolation: bool, isolation_level: int) -> FetchIsolation:
+    """A consumer's isolation level as the bound of what it may read."""
+    if version_has_isolation and isolation_level == READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
 
 
 @dataclass(slots=True)
@@ -38,24 +40,23 @@ class _Wanted:
     topic: str | None
     partition: int
     fetch: CachedPartition
+    start: LogEnd | None = None  # where a long poll's data starts, computed once
 
 
-def _resolve(broker: Broker, version: int, req: m.FetchRequest) -> list[_Wanted]:
-    wanted = []
-    by_id = broker.replica_manager.by_topic_id
-    for t in req.topics:
-        if version >= 13:
-            key, topic = t.topic_id, by_id.get(t.topic_id)
-        else:
-            key, topic = t.topic, t.topic
-        for p in t.partitions:
-            wanted.append(_Wanted(key, topic, p.partition, from_request_partition(p)))
-    return wanted
+def _requested(version: int, req: m.FetchRequest) -> list[tuple[PartitionKey, CachedPartition]]:
+    return [((t.topic_id if version >= 13 else t.topic, p.partition), from_request_partition(p))
+            for t in req.topics for p in t.partitions]
 
 
-def _read_all(broker: Broker, version: int, wanted: list[_Wanted], max_bytes: int,
-              read_committed: bool) -> tuple[list[ReadResult], int]:
-    replica_manager = broker.replica_manager
+def _forgotten(version: int, req: m.FetchRequest) -> list[PartitionKey]:
+    if version < 7:
+        return []
+    return [(t.topic_id if version >= 13 else t.topic, p)
+            for t in req.forgotten_topics_data for p in t.partitions]
+
+
+def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wanted],
+              max_bytes: int, isolation: FetchIsolation) -> tuple[list[ReadResult], int]:
     results = []
     total = 0
     for w in wanted:
@@ -66,7 +67,7 @@ def _read_all(broker: Broker, version: int, wanted: list[_Wanted], max_bytes: in
         result = replica_manager.read(
             w.topic, w.partition, w.fetch.fetch_offset, budget,
             current_leader_epoch=w.fetch.current_leader_epoch,
-            read_committed=read_committed,
+            isolation=isolation,
             # Like Kafka: the first partition with data may exceed the limits so progress is
             # always possible.
             min_one_batch=total == 0,
@@ -78,93 +79,81 @@ def _read_all(broker: Broker, version: int, wanted: list[_Wanted], max_bytes: in
     return results, total
 
 
-async def fetch(broker: Broker, ctx: RequestContext, req: m.FetchRequest):
-    version = ctx.api_version
+async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min_bytes: int,
+                     max_wait_ms: int, isolation: FetchIsolation) -> None:
+    """Kafka's delayed fetch: waits until `min_bytes` are readable or `max_wait_ms` passed.
+    Each wake-up compares end positions with start positions computed once, reading no data."""
+    polled = [w for w in wanted if w.topic is not None]
+    for w in polled:
+        w.start = replica_manager.fetch_position(w.topic, w.partition, w.fetch.fetch_offset)
+
+    def enough() -> bool:
+        available = 0
+        for w in polled:
+            available += replica_manager.readable_bytes(w.topic, w.partition, w.start,
+                                                        isolation)
+            if available >= min_bytes:
+                return True
+        return False
+
+    keys = [(w.topic, w.partition) for w in polled]
+    await replica_manager.fetch_purgatory.wait_until(keys, enough, max_wait_ms / 1000)
+
+
+class FetchApis:
+    """Fetch, ListOffsets, OffsetForLeaderEpoch: reads through the replica manager."""
+
+    def __init__(self, replica_manager: ReplicaManager, sessions: FetchSessionCache,
+                 fetch_max_bytes: int) -> None:
+        self.replica_manager = replica_manager
+        self.sessions = sessions
+        self.fetch_max_bytes = fetch_max_bytes
+
+    async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
+        return await fetch(self, ctx.api_version, req)
+
+    def list_offsets(self, ctx: RequestContext, req: m.ListOffsetsRequest):
+        return list_offsets(self.replica_manager, ctx.api_version, req)
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, req: m.OffsetForLeaderEpochRequest):
+        return offset_for_leader_epoch(self.replica_manager, req)
+
+
+async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     if replica_id >= 0:
         # Follower fetching comes with replication; until then no broker fetches from us.
         return FR(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
+    isolation = isolation_of(version >= 4, req.isolation_level)
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
-    max_bytes = min(max_bytes, broker.fetch_max_bytes)
+    max_bytes = min(max_bytes, apis.fetch_max_bytes)
+    replica_manager = apis.replica_manager
 
-    sessions = broker.fetch_sessions
-    session = None
-    new_session_id = INVALID_SESSION_ID
-    incremental = False
-    requested = _resolve(broker, version, req)
+    requested = _requested(version, req)
     if version >= 7:
-        if req.session_epoch == FINAL_EPOCH:
-            if req.session_id != INVALID_SESSION_ID:
-                sessions.remove(req.session_id)
-        elif req.session_epoch == INITIAL_EPOCH:
-            if req.session_id != INVALID_SESSION_ID:
-                sessions.remove(req.session_id)
-            session = sessions.create()
-            if session is not None:
-                for w in requested:
-                    session.partitions[(w.key, w.partition)] = w.fetch
-                new_session_id = session.session_id
-        else:
-            session = sessions.get(req.session_id)
-            if session is None:
-                return FR(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                          session_id=INVALID_SESSION_ID)
-            if session.epoch != req.session_epoch:
-                return FR(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-                          session_id=INVALID_SESSION_ID)
-            session.epoch += 1
-            incremental = True
-            for w in requested:
-                prior = session.partitions.get((w.key, w.partition))
-                if prior is not None:
-                    # Keep what the client was last told; take its new position.
-                    w.fetch.sent_high_watermark = prior.sent_high_watermark
-                    w.fetch.sent_log_start_offset = prior.sent_log_start_offset
-                    w.fetch.sent_last_stable_offset = prior.sent_last_stable_offset
-                session.partitions[(w.key, w.partition)] = w.fetch
-            for t in req.forgotten_topics_data:
-                key = t.topic_id if version >= 13 else t.topic
-                for p in t.partitions:
-                    session.partitions.pop((key, p), None)
-            new_session_id = session.session_id
-            by_id = broker.replica_manager.by_topic_id
-            requested = [
-                _Wanted(key, by_id.get(key) if version >= 13 else key, p, cached)
-                for (key, p), cached in session.partitions.items()
-            ]
+        context = new_fetch(apis.sessions, req.session_id, req.session_epoch,
+                            requested, _forgotten(version, req))
+        if context.error != ErrorCode.NONE:
+            return FR(error_code=context.error, session_id=0)
+    else:
+        context = SessionFetch(partitions=requested)
+    by_id = replica_manager.by_topic_id
+    wanted = [_Wanted(key, by_id.get(key) if version >= 13 else key, partition, cached)
+              for (key, partition), cached in context.partitions]
 
-    results, total = _read_all(broker, version, requested, max_bytes, read_committed)
+    results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation)
     has_error = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results)
-    if total < req.min_bytes and req.max_wait_ms > 0 and not has_error and requested:
-        keys = [(w.topic, w.partition) for w in requested if w.topic is not None]
-        replica_manager = broker.replica_manager
+    if total < req.min_bytes and req.max_wait_ms > 0 and not has_error and wanted:
+        await _long_poll(replica_manager, wanted, req.min_bytes, req.max_wait_ms, isolation)
+        results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation)
 
-        def enough() -> bool:
-            available = 0
-            for w in requested:
-                if w.topic is None:
-                    continue
-                available += replica_manager.fetchable_bytes(
-                    w.topic, w.partition, w.fetch.fetch_offset, read_committed)
-                if available >= req.min_bytes:
-                    return True
-            return False
-
-        await replica_manager.fetch_purgatory.wait_until(keys, enough, req.max_wait_ms / 1000)
-        results, total = _read_all(broker, version, requested, max_bytes, read_committed)
-
+    read_committed = isolation is FetchIsolation.TXN_COMMITTED
     topics_out: dict[Any, FR.FetchableTopicResponse] = {}
-    for w, r in zip(requested, results):
+    for w, r in zip(wanted, results):
         has_records = r.records is not None and len(r.records) > 0
-        if incremental and not partition_changed(
-            w.fetch, has_records, r.error, r.high_watermark, r.log_start_offset,
-            r.last_stable_offset,
-        ):
+        if not context.include(w.fetch, has_records, r.error, r.high_watermark,
+                               r.log_start_offset, r.last_stable_offset):
             continue
-        if session is not None and not incremental:
-            partition_changed(w.fetch, has_records, r.error, r.high_watermark,
-                              r.log_start_offset, r.last_stable_offset)
         pd = FR.PartitionData(
             partition_index=w.partition,
             error_code=r.error,
@@ -187,48 +176,27 @@ async def fetch(broker: Broker, ctx: RequestContext, req: m.FetchRequest):
                 topic_out.topic = w.key
             topics_out[w.key] = topic_out
         topic_out.partitions.append(pd)
-    return FR(error_code=ErrorCode.NONE, session_id=new_session_id,
+    return FR(error_code=ErrorCode.NONE, session_id=context.session_id,
               responses=list(topics_out.values()))
 
 
-def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest):
-    version = ctx.api_version
+def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffsetsRequest):
     R = m.ListOffsetsResponse
-    replica_manager = broker.replica_manager
-    read_committed = version >= 2 and req.isolation_level == READ_COMMITTED
+    isolation = isolation_of(version >= 2, req.isolation_level)
     topics_out = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = R.ListOffsetsPartitionResponse(partition_index=p.partition_index,
                                                  timestamp=-1, offset=-1, leader_epoch=-1)
-            partition, error = replica_manager.leader_partition(
-                t.name, p.partition_index,
-                p.current_leader_epoch if version >= 4 else NO_EPOCH)
-            if partition is None:
-                out.error_code = error
-                parts.append(out)
-                continue
-            storage_log = partition.log
             try:
-                if p.timestamp == LATEST_TIMESTAMP:
-                    # Consumers may only see up to the high watermark (or LSO).
-                    offset = storage_log.high_watermark
-                    if read_committed and hasattr(storage_log, "last_stable_offset"):
-                        offset = storage_log.last_stable_offset
-                    found = (offset, -1, partition.leader_epoch)
-                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
-                    found = (-1, -1, -1)  # no tiered storage
-                else:
-                    found = storage_log.fetch_offset_by_timestamp(p.timestamp)
-                    if found is None or (found[0] >= storage_log.high_watermark
-                                         and p.timestamp >= 0):
-                        found = (-1, -1, -1)
+                offset, found_ts, epoch = replica_manager.offset_for_timestamp(
+                    t.name, p.partition_index, p.timestamp,
+                    p.current_leader_epoch if version >= 4 else NO_EPOCH, isolation)
             except KafkaError as exc:
                 out.error_code = exc.code
                 parts.append(out)
                 continue
-            offset, found_ts, epoch = found
             out.offset = offset
             out.timestamp = found_ts
             if version >= 4:
@@ -238,22 +206,19 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: m.ListOffsetsRequest)
     return R(topics=topics_out)
 
 
-def offset_for_leader_epoch(broker: Broker, ctx: RequestContext,
+def offset_for_leader_epoch(replica_manager: ReplicaManager,
                             req: m.OffsetForLeaderEpochRequest):
     R = m.OffsetForLeaderEpochResponse
-    replica_manager = broker.replica_manager
     topics_out = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = R.EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
-            partition, error = replica_manager.leader_partition(
-                t.topic, p.partition, p.current_leader_epoch)
-            if partition is None:
-                out.error_code = error
-            else:
-                epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
-                out.leader_epoch, out.end_offset = epoch, end
+            try:
+                out.leader_epoch, out.end_offset = replica_manager.end_offset_for_epoch(
+                    t.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
+            except KafkaError as exc:
+                out.error_code = exc.code
             parts.append(out)
         topics_out.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(topics=topics_out)

@@ -1,4 +1,9 @@
-"""Produce: whole record batches appended to partition leaders, no per-record decoding."""
+"""Produce: whole record batches appended to partition leaders, no per-record decoding.
+
+acks=0 and acks=1 answer once the leader appended; acks=all (-1) answers once the high
+watermark passed every batch of the request, or at the request's timeout (REQUEST_TIMED_OUT for
+the partitions still waiting): Kafka's delayed produce.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,28 @@ from typing import TYPE_CHECKING
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.network import ConnectionCloseRequest
+from odradek.server.replica_manager import ACKS_ALL, PendingAppend
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
     from odradek.server.network import RequestContext
+    from odradek.server.replica_manager import ReplicaManager
 
 log = logging.getLogger("odradek.produce")
 
 R = m.ProduceResponse
 
 
-async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
+class ProduceApis:
+    """Produce; needs only the replica manager."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    async def produce(self, ctx: RequestContext, req: m.ProduceRequest):
+        return await produce(self.replica_manager, req)
+
+
+async def produce(replica_manager: ReplicaManager, req: m.ProduceRequest):
     acks = req.acks
     if acks not in (0, 1, -1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
@@ -26,8 +42,8 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
     if req.transactional_id is not None:
         # Transactions are not supported yet: refuse like a broker without the feature.
         return _all_failed(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    replica_manager = broker.replica_manager
     responses = []
+    waiting: list[tuple[R.PartitionProduceResponse, PendingAppend]] = []
     any_error = False
     for topic_data in req.topic_data:
         name = topic_data.name
@@ -39,10 +55,13 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request with no records")
-                info = replica_manager.append(name, pdata.index, records, acks)
+                pending = replica_manager.append(name, pdata.index, records, acks)
+                info = pending.result
                 out.base_offset = info.first_offset
                 out.log_append_time_ms = info.log_append_time
                 out.log_start_offset = info.log_start_offset
+                if acks == ACKS_ALL and pending.committed is not None:
+                    waiting.append((out, pending))
             except KafkaError as exc:
                 out.error_code = exc.code
                 out.error_message = exc.message
@@ -58,6 +77,15 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
             # The client expects no answer; closing the connection is how Kafka tells it.
             raise ConnectionCloseRequest("acks=0 produce failed")
         return None
+    if waiting:
+        await replica_manager.wait_for_commit([p for _out, p in waiting], req.timeout_ms)
+        for out, pending in waiting:
+            error = pending.outcome()
+            if error != ErrorCode.NONE:
+                out.error_code = error
+                out.base_offset = -1
+                out.log_append_time_ms = -1
+                out.log_start_offset = -1
     return R(responses=responses)
 
 
