@@ -123,9 +123,11 @@ class MetadataQuorum:
                 delta.epoch = header.partition_leader_epoch
                 offset = header.next_offset
         self.image = delta.apply()
-        # What survived log recovery is what the quorum has: committed, and on our disk.
-        self._flushed_end = self.log.log_end_offset
-        self._set_committed(self._flushed_end - 1)
+        # What survived log recovery is what the quorum has: all of it counts as committed.
+        # A tail a crash left only in the page cache is synced by the next flush (the
+        # LeaderChange's), which starts at the recovery point.
+        self._flushed_end = self.log.recovery_point
+        self._set_committed(self.log.log_end_offset - 1)
         log.info("replayed %d metadata records up to offset %d (epoch %d)", count,
                  self.image.offset, self.epoch)
         return self.image
