@@ -150,8 +150,8 @@ class Broker:
                            metadata_config, had_clean_shutdown=False)
         self.quorum = MetadataQuorum(metadata_log, self.node_id)
         self.quorum.load()
-        self.quorum.become_leader()
-        self._bootstrap_metadata()
+        await self.quorum.become_leader()
+        await self._bootstrap_metadata()
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
                                               self.default_log_config)
         self.replica_manager.apply_image(self.image)
@@ -170,7 +170,7 @@ class Broker:
         await self.network.start(self._listener_configs())
         # Ports bound as 0 (tests) are only known now: re-register with the real ones.
         if any(listener.port == 0 for listener in self._listener_configs()):
-            self._register_broker()
+            await self._register_broker()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._housekeeping()))
         log.info("Odradek broker %d started (cluster %s) listening on %s", self.node_id,
@@ -188,27 +188,28 @@ class Broker:
                                security_protocol=e.security_protocol)
                 for e in self.config.listeners]
 
-    def _bootstrap_metadata(self) -> None:
-        records: list[Any] = []
-        if self.image.metadata_version == 0:
-            records.append(m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
-                                                feature_level=METADATA_VERSION_LEVEL))
-        if records:
-            self.quorum.append(records)  # type: ignore[union-attr]
-        self._register_broker()
+    async def _bootstrap_metadata(self) -> None:
+        async with self._admin_lock:
+            if self.image.metadata_version == 0:
+                await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
+                                                         feature_level=METADATA_VERSION_LEVEL)])
+        await self._register_broker()
 
-    def _register_broker(self) -> None:
-        bound = self.network.bound_ports if self.network else {}
-        endpoints = []
-        for adv in self.config.advertised_listeners:
-            port = adv.port or bound.get(adv.name, 0)
-            host = adv.host or socket.getfqdn()
-            endpoints.append((adv.name, host, port, adv.security_protocol_id))
-        epoch = self.quorum.log.log_end_offset  # type: ignore[union-attr]
-        records = self.controller.register_broker(
-            self.image, self.node_id, uuid.uuid4(), epoch, endpoints,
-            self.config.get("broker.rack"), self.supported_features)
-        self.quorum.append(records)  # type: ignore[union-attr]
+    async def _register_broker(self) -> None:
+        # Under the admin lock: the re-registration after the listeners open may race with
+        # the first admin requests.
+        async with self._admin_lock:
+            bound = self.network.bound_ports if self.network else {}
+            endpoints = []
+            for adv in self.config.advertised_listeners:
+                port = adv.port or bound.get(adv.name, 0)
+                host = adv.host or socket.getfqdn()
+                endpoints.append((adv.name, host, port, adv.security_protocol_id))
+            epoch = self.quorum.log.log_end_offset  # type: ignore[union-attr]
+            records = self.controller.register_broker(
+                self.image, self.node_id, uuid.uuid4(), epoch, endpoints,
+                self.config.get("broker.rack"), self.supported_features)
+            await self._commit(records)
 
     async def _housekeeping(self) -> None:
         """Periodic log work (retention, flushes, checkpoints, delayed deletions): the log
@@ -229,10 +230,12 @@ class Broker:
             self.replica_manager.shutdown()
         if self.network is not None:
             await self.network.stop()
+        if self.quorum is not None:
+            # Pending metadata commits finish (their listeners still reach open logs) before
+            # the metadata log closes.
+            await self.quorum.close()
         if self.log_manager is not None:
             self.log_manager.close()
-        if self.quorum is not None:
-            self.quorum.log.close()
         log.info("Odradek broker %d shut down", self.node_id)
 
     # -- request dispatch
@@ -283,9 +286,24 @@ class Broker:
         return handler(ctx, request)
 
     # -- controller operations (single voter: applied through our own quorum)
+    # Each operation holds `_admin_lock`, computes its records from `self.image` and waits in
+    # `_commit` until they are committed, so the next operation (and whoever reads
+    # `self.image` after this one returns) sees an image that includes them.
     async def _commit(self, records: list[Any]) -> None:
-        if records:
-            self.quorum.append(records)  # type: ignore[union-attr]
+        """Append records to the metadata quorum and wait until they are committed."""
+        if not records:
+            return
+        committed = self.quorum.append(records)  # type: ignore[union-attr]
+        try:
+            await asyncio.shield(committed)
+        except asyncio.CancelledError:
+            # The caller went away (its connection closed), but the records are in the log
+            # and will commit: keep the admin lock until they have, so the next operation
+            # does not compute its records from an image that lacks them.
+            await asyncio.wait([committed])
+            if not committed.cancelled():
+                committed.exception()  # retrieved: its failure is not logged as unhandled
+            raise
 
     async def create_topics(self, specs: Sequence[TopicSpec],
                             validate_only: bool = False) -> list[OpResult]:
