@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 
@@ -41,9 +41,11 @@ class CommitWaiters:
             heapq.heappush(self._waiting, (offset, next(self._seq), future))
         return future
 
-    def advance(self, committed: int) -> int:
+    def advance(self, committed: int,
+                failed: Mapping[int, BaseException] | None = None) -> int:
         """The commit offset moved to `committed` (exclusive); completes the futures it
-        passed, lowest offset first. Returns how many completed."""
+        passed, lowest offset first (with the error in `failed` for an offset whose write
+        could not be applied at commit). Returns how many completed."""
         if committed > self.committed:
             self.committed = committed
         done = 0
@@ -51,7 +53,12 @@ class CommitWaiters:
         while waiting and waiting[0][0] < self.committed:
             offset, _seq, future = heapq.heappop(waiting)
             if not future.done():
-                future.set_result(offset)
+                error = failed.get(offset) if failed else None
+                if error is None:
+                    future.set_result(offset)
+                else:
+                    future.set_exception(error)
+                    future.exception()  # the waiter may be gone; not an unhandled error
                 done += 1
         return done
 

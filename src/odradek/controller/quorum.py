@@ -27,10 +27,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.commit import CommitWaiters
 from odradek.metadata.image import EMPTY_IMAGE, MetadataDelta, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -60,7 +61,6 @@ class _PendingBatch:
     last_offset: int
     epoch: int
     records: list[Any]  # decoded, replayed at commit; empty for a control batch
-    waiters: list[asyncio.Future[int]] = field(default_factory=list)
 
 
 class MetadataQuorum:
@@ -74,6 +74,7 @@ class MetadataQuorum:
         self.listeners: list[MetadataListener] = []
         self._flush: FlushFunction = flush if flush is not None else self._flush_log
         self._pending: deque[_PendingBatch] = deque()  # appended, not committed; offset order
+        self._commits = CommitWaiters()  # the appenders' futures (the one commit mechanism)
         self._committed_offset = -1
         self._flushed_end = 0  # this voter's log is on disk below this offset
         self._flusher: asyncio.Task[None] | None = None
@@ -128,6 +129,7 @@ class MetadataQuorum:
         # LeaderChange's), which starts at the recovery point.
         self._flushed_end = self.log.recovery_point
         self._set_committed(self.log.log_end_offset - 1)
+        self._commits.reset(self.log.log_end_offset)
         log.info("replayed %d metadata records up to offset %d (epoch %d)", count,
                  self.image.offset, self.epoch)
         return self.image
@@ -174,17 +176,16 @@ class MetadataQuorum:
         info = self.log.append_as_leader(batch, leader_epoch=self.epoch,
                                          now_ms=self.clock.time_ms(),
                                          origin=AppendOrigin.COORDINATOR)
-        committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._pending.append(_PendingBatch(info.last_offset, self.epoch, records, [committed]))
+        self._pending.append(_PendingBatch(info.last_offset, self.epoch, records))
+        committed = self._commits.wait(info.last_offset)
         self._schedule_flush()
         return committed
 
     def _barrier(self) -> asyncio.Future[int]:
-        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if self._pending:
-            self._pending[-1].waiters.append(waiter)
-        else:
-            waiter.set_result(self._committed_offset)
+            return self._commits.wait(self._pending[-1].last_offset)
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        waiter.set_result(self._committed_offset)
         return waiter
 
     # -- commit path
@@ -224,14 +225,19 @@ class MetadataQuorum:
         if offset <= self._committed_offset:
             return
         self._set_committed(offset)
+        failed: dict[int, BaseException] = {}
         while self._pending and self._pending[0].last_offset <= offset:
-            self._publish(self._pending.popleft())
+            batch = self._pending.popleft()
+            error = self._publish(batch)
+            if error is not None:
+                failed[batch.last_offset] = error
+        self._commits.advance(offset + 1, failed)
 
     def _set_committed(self, offset: int) -> None:
         self._committed_offset = offset
-        self.log.high_watermark = offset + 1
+        self.log.update_high_watermark(offset + 1)
 
-    def _publish(self, batch: _PendingBatch) -> None:
+    def _publish(self, batch: _PendingBatch) -> BaseException | None:
         try:
             delta = MetadataDelta(self.image)
             for record in batch.records:
@@ -242,10 +248,7 @@ class MetadataQuorum:
         except Exception as exc:  # a record the image cannot take: fail its op, keep going
             log.exception("cannot replay the metadata batch ending at offset %d",
                           batch.last_offset)
-            for waiter in batch.waiters:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
+            return exc
         self.image = image
         for listener in list(self.listeners):
             try:
@@ -253,18 +256,14 @@ class MetadataQuorum:
             except Exception:  # one failing listener must not hold back the others
                 log.exception("metadata listener %r failed at offset %d", listener,
                               batch.last_offset)
-        for waiter in batch.waiters:
-            if not waiter.done():  # a waiter cancelled by its caller
-                waiter.set_result(batch.last_offset)
+        return None
 
     def _fail(self, exc: BaseException) -> None:
         """The log can no longer commit: fail what is pending and refuse further appends."""
         if self._failure is None:
             self._failure = exc
-        while self._pending:
-            for waiter in self._pending.popleft().waiters:
-                if not waiter.done():
-                    waiter.set_exception(exc)
+        self._pending.clear()
+        self._commits.fail_all(exc)
 
     # -- stop
     async def close(self) -> None:
