@@ -9,7 +9,6 @@ and the metadata image's dynamic overrides, so they hold no broker state.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,10 +16,10 @@ from typing import Any, Protocol
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.definition import ConfigDef
 from odradek.config.topic import TOPIC_CONFIGS
-from odradek.config.types import ConfigType, format_value
+from odradek.config.types import ConfigType, WireEnum, format_value
 
 
-class ConfigSource(enum.IntEnum):
+class ConfigSource(WireEnum):
     """Where a config value comes from (DescribeConfigs' ConfigSource; Kafka's admin names)."""
 
     UNKNOWN = 0
@@ -32,13 +31,6 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
-
-    @classmethod
-    def from_code(cls, code: int) -> ConfigSource:
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,19 @@ class ConfigError(ValueError):
     value and the expectation."""
 
 
-class ConfigType(enum.IntEnum):
+class WireEnum(enum.IntEnum):
+    """An enum of wire ids whose member 0 is UNKNOWN, standing in for ids this version does not
+    know (a newer peer may send them)."""
+
+    @classmethod
+    def from_code(cls, code: int) -> Any:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls(0)
+
+
+class ConfigType(WireEnum):
     """Config value types, numbered like DescribeConfigs' `ConfigType` field (KIP-569)."""
 
     UNKNOWN = 0
@@ -34,14 +46,6 @@ class ConfigType(enum.IntEnum):
     LIST = 7
     CLASS = 8
     PASSWORD = 9
-
-    @classmethod
-    def from_code(cls, code: int) -> ConfigType:
-        """The type a wire id names; UNKNOWN for an id this version does not know."""
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
 
 
 INTEGER_LIMITS = {ConfigType.SHORT: SHORT_MAX, ConfigType.INT: INT_MAX, ConfigType.LONG: LONG_MAX}
