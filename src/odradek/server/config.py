@@ -33,7 +33,7 @@ from odradek.config.listeners import (
     parse_security_protocol_map,
 )
 from odradek.config.properties import load_properties, parse_override, parse_properties
-from odradek.config.types import ConfigError, Password, csv_list, parse_value
+from odradek.config.types import ConfigError, Password, csv_list
 from odradek.storage.config import LogConfig
 
 # Re-exported: the broker's config API as callers (cli, tests) have always imported it.
@@ -91,7 +91,7 @@ class KafkaConfig:
                 # Kafka's populateSynonyms: node.id and broker.id stand in for each other.
                 self._values[name] = self._values[stand_in]
             else:
-                self._values[name] = parse_value(name, definition.type, definition.default)
+                self._values[name] = definition.parsed_default()
         self.unused_keys: list[str] = sorted(
             key for key in self._originals
             if key not in BROKER_CONFIGS and not key.startswith(_PASS_THROUGH_PREFIXES))
