@@ -13,7 +13,7 @@ import pytest
 
 from odradek.cli import storage as storage_tool
 from odradek.cli.common import ToolError
-from odradek.server.config import parse_properties
+from odradek.config import parse_properties
 
 ODRADEK = Path(sys.executable).with_name("odradek")
 UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")

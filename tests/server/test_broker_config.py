@@ -562,17 +562,17 @@ class TestDescribe:
                                 "ssl.keystore.password", "listeners"}
         assert entries["num.partitions"].source == ConfigSource.DEFAULT_CONFIG
         assert entries["num.partitions"].value == "1"
-        assert entries["num.partitions"].read_only
+        assert entries["num.partitions"].is_read_only
         hours = entries["log.retention.hours"]
         assert (hours.source, hours.value, hours.config_type) == (
             ConfigSource.STATIC_BROKER_CONFIG, "24", ConfigType.INT)
         millis = entries["log.retention.ms"]
-        assert millis.value is None and not millis.read_only
+        assert millis.value is None and not millis.is_read_only
         assert [(s.name, s.value, s.source) for s in millis.synonyms] == [
             ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
             ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
         secret = entries["ssl.keystore.password"]
-        assert secret.sensitive and secret.value is None
+        assert secret.is_sensitive and secret.value is None
         assert entries["listeners"].value == COMBINED["listeners"]
 
     def test_passwords_never_print(self):

@@ -17,7 +17,7 @@ from pathlib import Path
 from broker_process import api_versions_ok, free_port, wait_until
 from raw_client import FETCH_VERSION, RawClient, batch_offsets, fetch_request, fetched
 
-from odradek.server.config import parse_properties
+from odradek.config import parse_properties
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 ODRADEK = [sys.executable, "-m", "odradek.cli.main"]

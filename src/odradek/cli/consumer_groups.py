@@ -940,7 +940,7 @@ def admin_config(options: ParsedOptions) -> dict[str, Any]:
     config: dict[str, Any] = {}
     path = options.value("command-config")
     if path is not None:
-        from odradek.server.config import ConfigError, load_properties
+        from odradek.config import ConfigError, load_properties
 
         try:
             config.update(load_properties(path))

@@ -207,7 +207,7 @@ def parse_key_value(items: Sequence[str]) -> dict[str, str]:
 
 def load_properties_file(path: str) -> dict[str, str]:
     """A Java properties file, as Kafka's Utils.loadProps reads it."""
-    from odradek.server.config import ConfigError, load_properties
+    from odradek.config import ConfigError, load_properties
 
     try:
         return load_properties(path)

@@ -82,8 +82,7 @@ class OptionSpec:
 
 
 def _config_names() -> list[str]:
-    # The CLI may import storage (topic config definitions live there).
-    from odradek.storage.config import TOPIC_CONFIGS
+    from odradek.config.topic import TOPIC_CONFIGS
 
     return sorted(TOPIC_CONFIGS)
 
@@ -412,7 +411,7 @@ def parse_topic_configs(items: Iterable[str]) -> dict[str, str]:
         raise CommandError('requirement failed: Invalid topic config: all configs to be added '
                            'must be in the format "key=val".')
     configs = {key.strip(): value.strip() for key, value in pairs}
-    from odradek.storage.config import validate_topic_props
+    from odradek.config.topic import validate_topic_props
 
     try:
         validate_topic_props(configs)
@@ -616,7 +615,7 @@ def admin_config(options: ParsedOptions) -> dict[str, Any]:
     config: dict[str, Any] = {}
     path = options.value("command-config")
     if path is not None:
-        from odradek.server.config import ConfigError, load_properties
+        from odradek.config import ConfigError, load_properties
 
         try:
             config.update(load_properties(path))

@@ -7,6 +7,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from odradek.client.types import Node, TopicPartition
+# The config model's own types, re-exported as part of the admin API.
+from odradek.config.describe import ConfigEntry, ConfigSource, ConfigSynonym
+from odradek.config.types import ConfigType
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.ids import uuid_to_kafka_str
 
@@ -64,70 +67,6 @@ class ConfigResource:
 
     def __str__(self) -> str:
         return f"ConfigResource(type={self.type.name}, name='{self.name}')"
-
-
-class ConfigSource(enum.IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @classmethod
-    def from_code(cls, code: int) -> ConfigSource:
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class ConfigType(enum.IntEnum):
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-    @classmethod
-    def from_code(cls, code: int) -> ConfigType:
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-@dataclass(frozen=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    name: str
-    #: None for sensitive values
-    value: str | None
-    source: ConfigSource = ConfigSource.UNKNOWN
-    is_read_only: bool = False
-    is_sensitive: bool = False
-    synonyms: tuple[ConfigSynonym, ...] = ()
-    config_type: ConfigType = ConfigType.UNKNOWN
-    documentation: str | None = None
-
-    @property
-    def is_default(self) -> bool:
-        """True when the value is the built-in default (not set anywhere)."""
-        return self.source == ConfigSource.DEFAULT_CONFIG
 
 
 class AlterConfigOpType(enum.IntEnum):

@@ -1,19 +1,23 @@
 """Client configuration: Kafka's client config names, types and defaults, given as a dict.
 
-A `ConfigSchema` lists the keys a client knows; ``schema.parse({...})`` checks and converts
-the values (strings from a properties file work as well as Python values) and returns a
-read-only `ClientConfig`. Each client extends `COMMON_CONFIG` with its own keys and defaults
-(see `ADMIN_CONFIG`); a key no schema knows is kept and logged, as Kafka does.
+A `ConfigSchema` lists the keys a client knows, as definitions of the shared config model
+(`odradek.config.ConfigDef`); ``schema.parse({...})`` checks and converts the values (strings
+from a properties file work as well as Python values) and returns a read-only `ClientConfig`.
+Each client extends `COMMON_CONFIG` with its own keys and defaults (see `ADMIN_CONFIG`); a key no
+schema knows is kept and logged, as Kafka does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from odradek.client.errors import KafkaConfigError
+from odradek.config.definition import NO_DEFAULT, ConfigDef
+from odradek.config.types import INT_MAX, ConfigType, parse_value
+from odradek.config.validators import Validator, at_least, one_of
 
 __all__ = [
     "ADMIN_CONFIG",
@@ -21,84 +25,44 @@ __all__ = [
     "ClientConfig",
     "ConfigKey",
     "ConfigSchema",
+    "at_least",
+    "one_of",
     "parse_bootstrap_servers",
 ]
 
 log = logging.getLogger("odradek.client")
 
-Validator = Callable[[str, Any], None]
-INT32_MAX = 2**31 - 1
+INT32_MAX = INT_MAX
+
+# The short type names client key tables use. Integers are LONGs: Python has one int type.
+_TYPES = {"int": ConfigType.LONG, "float": ConfigType.DOUBLE, "bool": ConfigType.BOOLEAN,
+          "str": ConfigType.STRING, "list": ConfigType.LIST}
 
 
-def at_least(minimum: int) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value < minimum:
-            raise KafkaConfigError(
-                f"Invalid value {value} for configuration {name}: Value must be at least {minimum}"
-            )
-
-    return check
+def ConfigKey(name: str, type: str, default: Any, validator: Validator | None = None,  # noqa: N802
+              required: bool = False) -> ConfigDef:
+    """A client key's definition; `type` is "int", "bool", "str", "list" or "float". A required
+    key has no default: parse() fails without it."""
+    return ConfigDef(name, _TYPES[type], NO_DEFAULT if required else default, validator)
 
 
-def one_of(*allowed: str) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value not in allowed:
-            raise KafkaConfigError(
-                f"Invalid value {value} for configuration {name}: String must be one of: "
-                + ", ".join(allowed)
-            )
-
-    return check
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    name: str
-    #: "int", "bool", "str", "list" or "float"
-    type: str
-    default: Any
-    validator: Validator | None = None
-    #: A required key has no default; parse() fails without it.
-    required: bool = False
+def _from_python(definition: ConfigDef, value: Any) -> Any:
+    """Python callers pass Python values where Kafka takes text (``acks=1``, ``linger.ms=0.5``):
+    a scalar stands for its text in a STRING key, a float is cut to an int in an integer key,
+    and empty list items are dropped, as the client always did."""
+    if definition.type == ConfigType.STRING and isinstance(value, (int, float)):
+        return str(value)
+    if definition.type == ConfigType.LONG and isinstance(value, float):
+        return int(value)
+    return value
 
 
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError("a bool is not an int")
-    return int(value.strip()) if isinstance(value, str) else int(value)
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"not a boolean: {value!r}")
-    return text == "true"
-
-
-def _to_list(value: Any) -> list[str]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return [str(item).strip() for item in items if str(item).strip()]
-
-
-_CONVERTERS: dict[str, Callable[[Any], Any]] = {
-    "int": _to_int,
-    "float": float,
-    "bool": _to_bool,
-    "list": _to_list,
-    "str": lambda value: str(value).strip(),
-}
-
-
-def _convert(key: ConfigKey, value: Any) -> Any:
-    try:
-        return _CONVERTERS[key.type](value)
-    except (TypeError, ValueError):
-        raise KafkaConfigError(
-            f"Invalid value {value} for configuration {key.name}: "
-            f"Expected value to be a {key.type}"
-        ) from None
+def _convert(definition: ConfigDef, value: Any) -> Any:
+    parsed = parse_value(definition.name, definition.type, _from_python(definition, value))
+    if definition.type == ConfigType.LIST:
+        parsed = [item for item in parsed if item]
+    definition.validate(parsed)
+    return parsed
 
 
 class ClientConfig(Mapping[str, Any]):
@@ -123,17 +87,16 @@ class ClientConfig(Mapping[str, Any]):
 
 
 class ConfigSchema:
-    def __init__(self, keys: list[ConfigKey]) -> None:
-        self.keys: dict[str, ConfigKey] = {key.name: key for key in keys}
+    def __init__(self, keys: list[ConfigDef]) -> None:
+        self.keys: dict[str, ConfigDef] = {key.name: key for key in keys}
 
     def extend(
-        self, keys: list[ConfigKey] | None = None, defaults: Mapping[str, Any] | None = None
+        self, keys: list[ConfigDef] | None = None, defaults: Mapping[str, Any] | None = None
     ) -> ConfigSchema:
         """A schema with more keys and/or other defaults for existing ones."""
         merged = dict(self.keys)
         for name, default in (defaults or {}).items():
-            old = merged[name]
-            merged[name] = ConfigKey(old.name, old.type, default, old.validator, old.required)
+            merged[name] = dataclasses.replace(merged[name], default=default)
         for key in keys or ():
             merged[key.name] = key
         return ConfigSchema(list(merged.values()))
@@ -150,8 +113,7 @@ class ConfigSchema:
                 )
             else:
                 value = key.default
-            if key.validator is not None and value is not None:
-                key.validator(name, value)
+                key.validate(value)
             values[name] = value
         unknown = sorted(set(originals) - set(self.keys))
         if unknown:

@@ -8,6 +8,7 @@ detects itself map to the code Kafka's client uses for them, so ``err.retriable`
 
 from __future__ import annotations
 
+from odradek.config.types import ConfigError
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -38,8 +39,8 @@ class KafkaTimeoutError(KafkaError):
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
 
 
-class KafkaConfigError(ValueError):
-    """An invalid client configuration (Kafka's ConfigException)."""
+# An invalid client configuration: Kafka's ConfigException, the config model's one error type.
+KafkaConfigError = ConfigError
 
 
 def error_from_code(code: int, message: str | None = None) -> KafkaError | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from odradek.config.listeners import Endpoint
 from odradek.protocol import messages as m
 
 # ConfigResource types, as in DescribeConfigs / ConfigRecord.
@@ -30,14 +31,6 @@ _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 def _empty() -> Mapping[Any, Any]:
     return _EMPTY
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    name: str
-    host: str
-    port: int
-    security_protocol: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +179,8 @@ class MetadataDelta:
 
     def _replay_RegisterBrokerRecord(self, r: m.RegisterBrokerRecord) -> None:
         endpoints = {
-            e.name: Endpoint(e.name, e.host, e.port, e.security_protocol) for e in r.end_points
+            e.name: Endpoint.registered(e.name, e.host, e.port, e.security_protocol)
+            for e in r.end_points
         }
         features = {
             f.name: (f.min_supported_version, f.max_supported_version) for f in r.features

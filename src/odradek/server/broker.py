@@ -16,9 +16,11 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config import describe as config_describe
+from odradek.config.describe import ConfigEntry
+from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.coordinator import GroupCoordinator
@@ -49,13 +51,7 @@ from odradek.server.network import (
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
-from odradek.storage.config import (
-    TOPIC_CONFIGS,
-    ConfigType,
-    LogConfig,
-    format_value,
-    validate_topic_props,
-)
+from odradek.storage.config import LogConfig
 
 log = logging.getLogger("odradek.broker")
 
@@ -63,29 +59,6 @@ log = logging.getLogger("odradek.broker")
 METADATA_VERSION_LEVEL = 20
 HOUSEKEEPING_INTERVAL_S = 0.5
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {METADATA_VERSION_FEATURE: (1, 20)}
-
-# DescribeConfigs ConfigSource values.
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_DYNAMIC_BROKER = 2
-SOURCE_DYNAMIC_DEFAULT_BROKER = 3
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-
-# DescribeConfigs ConfigType values.
-CONFIG_TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
-                   "list": 7, "class": 8, "password": 9}
-
-
-@dataclass
-class ConfigEntry:
-    name: str
-    value: str | None
-    source: int
-    read_only: bool = False
-    sensitive: bool = False
-    config_type: int = 0
-    doc: str | None = None
-    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
 def _now_ms() -> int:
@@ -365,52 +338,25 @@ class Broker:
                     ErrorCode.INVALID_REQUEST,
                     f"Cannot update these configs dynamically: {set(unknown)}")
         async with self._admin_lock:
-            list_keys = {n for n, d in TOPIC_CONFIGS.items() if d.type == ConfigType.LIST}
             result, records = self.controller.alter_configs(
                 self.image, resource_type, resource_name, ops, incremental=incremental,
-                list_keys=list_keys)
+                list_keys=LIST_TOPIC_CONFIGS)
             if result.error == ErrorCode.NONE and not validate_only:
                 await self._commit(records)
             return result
 
-    # -- config descriptions (DescribeConfigs, CreateTopics v5+)
+    # -- config descriptions (DescribeConfigs, CreateTopics v5+): rendered by odradek.config
     def topic_config_entries(self, topic: str,
                              overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
         if overrides is None:
             overrides = self.image.topic_config(topic)
-        effective = LogConfig.from_props(overrides, defaults=self.default_log_config)
-        static = self.config.originals
-        entries = []
-        for name, d in TOPIC_CONFIGS.items():
-            synonyms: list[tuple[str, str | None, int]] = []
-            if name in overrides:
-                synonyms.append((name, overrides[name], SOURCE_DYNAMIC_TOPIC))
-            broker_value = next(((b, static[b]) for b in d.broker_synonyms if b in static), None)
-            if broker_value is not None:
-                synonyms.append((broker_value[0], str(broker_value[1]), SOURCE_STATIC_BROKER))
-            default = None if d.default is None else format_value(d.type, d.default)
-            synonyms.append((d.broker_synonyms[-1] if d.broker_synonyms else name, default,
-                             SOURCE_DEFAULT))
-            entries.append(ConfigEntry(
-                name=name, value=format_value(d.type, effective.get(name)),
-                source=synonyms[0][2], config_type=CONFIG_TYPE_IDS.get(d.type.name.lower(), 0),
-                doc=d.doc, synonyms=synonyms))
-        return entries
+        return config_describe.topic_config_entries(self.config, self.default_log_config,
+                                                    overrides)
 
     def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
         dynamic = self.image.broker_config(self.node_id if resource_name else None)
-        entries = []
-        for d in self.config.describe():
-            value, source = d.value, int(d.source)
-            if d.name in dynamic:
-                value = dynamic[d.name]
-                source = SOURCE_DYNAMIC_BROKER if resource_name else SOURCE_DYNAMIC_DEFAULT_BROKER
-            entries.append(ConfigEntry(
-                name=d.name, value=value, source=source, read_only=d.read_only,
-                sensitive=d.sensitive, config_type=CONFIG_TYPE_IDS.get(d.config_type.name.lower(), 0),
-                doc=d.documentation,
-                synonyms=[(syn.name, syn.value, int(syn.source)) for syn in d.synonyms]))
-        return entries
+        return config_describe.broker_config_entries(self.config, dynamic,
+                                                     per_broker=bool(resource_name))
 
 
 def run(config: Any) -> int:

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from odradek.config.properties import load_properties
+
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -178,20 +180,6 @@ class PartitionMetadataFile:
             raise CorruptCheckpointError(f"{self.path}: {exc}") from exc
 
 
-def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Minimal Java .properties reader (key=value, # and ! comments)."""
-    result = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, _, value = line.partition(":")
-        result[key.strip()] = value.strip()
-    return result
-
-
 def write_meta_properties(log_dir: str | os.PathLike[str], cluster_id: str, node_id: int,
                           directory_id: uuid.UUID | str | None = None) -> dict[str, str]:
     """Writes KRaft `meta.properties` v1 (cluster.id, node.id, directory.id, version=1)."""
@@ -209,7 +197,7 @@ def read_meta_properties(log_dir: str | os.PathLike[str]) -> dict[str, str] | No
     path = Path(log_dir) / META_PROPERTIES
     if not path.exists():
         return None
-    props = read_properties(path)
+    props = load_properties(path)
     if props.get("version") not in ("0", "1"):
         raise CorruptCheckpointError(f"{path}: unsupported meta.properties version "
                                      f"{props.get('version')!r}")

@@ -6,6 +6,7 @@ import logging
 import shutil
 from typing import TYPE_CHECKING
 
+from odradek.config.describe import ConfigSource
 from odradek.controller.controller import TopicSpec
 from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.protocol import messages as m
@@ -16,8 +17,6 @@ if TYPE_CHECKING:
     from odradek.server.network import RequestContext
 
 log = logging.getLogger("odradek.admin")
-
-SOURCE_DEFAULT = 5  # DescribeConfigs ConfigSource of a default value
 
 
 async def create_topics(broker: Broker, ctx: RequestContext, req: m.CreateTopicsRequest):
@@ -56,8 +55,9 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: m.CreateTopics
             item.replication_factor = res.data["replication_factor"]
             if version >= 5:
                 item.configs = [
-                    R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
-                                            config_source=e.source, is_sensitive=e.sensitive)
+                    R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.is_read_only,
+                                            config_source=int(e.source),
+                                            is_sensitive=e.is_sensitive)
                     for e in broker.topic_config_entries(name, res.data["configs"])
                 ]
         out.append(item)
@@ -132,15 +132,17 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: m.DescribeConfigs
             if keys is not None and e.name not in keys:
                 continue
             item = R.DescribeConfigsResourceResult(
-                name=e.name, value=None if e.sensitive else e.value, read_only=e.read_only,
-                config_source=e.source, is_sensitive=e.sensitive, config_type=e.config_type)
+                name=e.name, value=None if e.is_sensitive else e.value,
+                read_only=e.is_read_only, config_source=int(e.source),
+                is_sensitive=e.is_sensitive, config_type=int(e.config_type))
             if version == 0:
-                item.is_default = e.source == SOURCE_DEFAULT
+                item.is_default = e.source == ConfigSource.DEFAULT_CONFIG
             if req.include_synonyms:
-                item.synonyms = [R.DescribeConfigsSynonym(name=n, value=v, source=s)
-                                 for n, v, s in e.synonyms]
+                item.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value,
+                                                          source=int(s.source))
+                                 for s in e.synonyms]
             if req.include_documentation:
-                item.documentation = e.doc
+                item.documentation = e.documentation
             out.configs.append(item)
         results.append(out)
     return R(results=results)

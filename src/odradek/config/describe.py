@@ -1,0 +1,169 @@
+"""DescribeConfigs: config sources, synonyms and entries, and their rendering for broker and
+topic resources.
+
+`ConfigEntry` is Kafka's admin ConfigEntry: the broker renders its configs into it (the
+DescribeConfigs and CreateTopics handlers copy it onto the wire) and the admin client decodes
+responses into it. The renderers are functions of the broker config, the default topic config
+and the metadata image's dynamic overrides, so they hold no broker state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from odradek.config.broker import BROKER_CONFIGS
+from odradek.config.definition import ConfigDef
+from odradek.config.topic import TOPIC_CONFIGS
+from odradek.config.types import ConfigType, WireEnum, format_value
+
+
+class ConfigSource(WireEnum):
+    """Where a config value comes from (DescribeConfigs' ConfigSource; Kafka's admin names)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """One place a config's value may come from, highest precedence first in an entry."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One described config (Kafka's admin ConfigEntry)."""
+
+    name: str
+    #: None for sensitive or unset values
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    config_type: ConfigType = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        """True when the value is the built-in default (not set anywhere)."""
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class BrokerConfigView(Protocol):
+    """What the renderers read of a broker config (`KafkaConfig`)."""
+
+    @property
+    def originals(self) -> Mapping[str, Any]: ...
+
+    def values(self) -> Mapping[str, Any]: ...
+
+
+class TopicDefaults(Protocol):
+    """What the renderers read of the broker's default topic config (`LogConfig`)."""
+
+    def get(self, name: str) -> Any: ...
+
+
+def _shown(definition: ConfigDef, value: Any) -> str | None:
+    if value is None or definition.sensitive:
+        return None
+    return format_value(definition.type, value)
+
+
+def _static_broker_synonyms(name: str, originals: Mapping[str, Any],
+                            values: Mapping[str, Any]) -> tuple[ConfigSynonym, ...]:
+    """The broker keys that set `name` (itself, then its coarser variants) as the static
+    config has them, then the default of the last one."""
+    definition = BROKER_CONFIGS[name]
+    chain = (name, *definition.broker_synonyms)
+    synonyms = [ConfigSynonym(member, _shown(BROKER_CONFIGS[member], values[member]),
+                              ConfigSource.STATIC_BROKER_CONFIG)
+                for member in chain if member in originals]
+    last = BROKER_CONFIGS[chain[-1]]
+    if last.default is not None:
+        synonyms.append(ConfigSynonym(last.name, _shown(last, last.default),
+                                      ConfigSource.DEFAULT_CONFIG))
+    return tuple(synonyms)
+
+
+def describe_static_broker_configs(originals: Mapping[str, Any], values: Mapping[str, Any],
+                                   names: Iterable[str] | None = None) -> list[ConfigEntry]:
+    """Broker configs as the static config (server.properties + overrides) sets them: value,
+    source (static broker config vs default), synonyms. Unknown names are skipped."""
+    selected = BROKER_CONFIGS.keys() if names is None else names
+    entries = []
+    for name in selected:
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None:
+            continue
+        source = (ConfigSource.STATIC_BROKER_CONFIG if name in originals
+                  else ConfigSource.DEFAULT_CONFIG)
+        entries.append(ConfigEntry(
+            name=name,
+            value=_shown(definition, values[name]),
+            source=source,
+            is_read_only=definition.read_only,
+            is_sensitive=definition.sensitive,
+            synonyms=_static_broker_synonyms(name, originals, values),
+            config_type=definition.type,
+            documentation=definition.doc,
+        ))
+    return entries
+
+
+def broker_config_entries(broker_config: BrokerConfigView, dynamic: Mapping[str, str],
+                          per_broker: bool) -> list[ConfigEntry]:
+    """DescribeConfigs of a broker resource: the static view with the image's dynamic values
+    (`dynamic`: the cluster default merged with this broker's own when `per_broker`)."""
+    dynamic_source = (ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker
+                      else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    entries = []
+    for entry in describe_static_broker_configs(broker_config.originals, broker_config.values()):
+        if entry.name in dynamic:
+            entry = ConfigEntry(entry.name, dynamic[entry.name], dynamic_source,
+                                entry.is_read_only, entry.is_sensitive, entry.synonyms,
+                                entry.config_type, entry.documentation)
+        entries.append(entry)
+    return entries
+
+
+def topic_config_entries(broker_config: BrokerConfigView, default_log_config: TopicDefaults,
+                         overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a topic: every topic config, its effective value (the topic override,
+    else the broker default) and its synonyms (topic override, static broker key, default)."""
+    static = broker_config.originals
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        synonyms = []
+        if name in overrides:
+            synonyms.append(ConfigSynonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            value = definition.parse(overrides[name])
+        else:
+            value = default_log_config.get(name)
+        broker_key = next((key for key in definition.broker_synonyms if key in static), None)
+        if broker_key is not None:
+            synonyms.append(ConfigSynonym(broker_key, str(static[broker_key]),
+                                          ConfigSource.STATIC_BROKER_CONFIG))
+        default = None if definition.default is None else format_value(definition.type,
+                                                                       definition.default)
+        synonyms.append(ConfigSynonym(
+            definition.broker_synonyms[-1] if definition.broker_synonyms else name, default,
+            ConfigSource.DEFAULT_CONFIG))
+        entries.append(ConfigEntry(
+            name=name, value=format_value(definition.type, value), source=synonyms[0].source,
+            synonyms=tuple(synonyms), config_type=definition.type,
+            documentation=definition.doc))
+    return entries
