@@ -27,17 +27,15 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 from odradek.cli.common import configure_logging
 from odradek.client import AdminClient, KafkaError, OffsetSpec, TopicPartition
 from odradek.client.admin_groups import GroupDescription, OffsetAndMetadata
-from odradek.coordinator.metadata_manager import java_string_hashcode
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.java import java_hashmap_order, topic_partition_hashcode
 
 log = logging.getLogger("odradek.cli.consumer_groups")
-
-K = TypeVar("K")
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 DEFAULT_TIMEOUT_MS = 5000
@@ -321,34 +319,12 @@ def check_args(options: ParsedOptions, argv: Sequence[str], err: TextIO) -> None
 # Java's iteration orders
 
 
-def topic_partition_hashcode(tp: TopicPartition) -> int:
-    """Java's TopicPartition.hashCode (31 * (31 + partition) + topic.hashCode(), int32)."""
-    value = 31 * (31 + tp.partition) + java_string_hashcode(tp.topic)
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def java_hashmap_order(keys: Iterable[K], hashcode: Callable[[K], int]) -> list[K]:
-    """The iteration order of a `new HashMap<>()` after putting `keys` in order: by bucket
-    (the spread hash masked by the table size, which doubles past 3/4 full), then insertion."""
-    items = list(keys)
-    capacity = 16
-    while len(items) > int(capacity * 0.75):
-        capacity *= 2
-
-    def bucket(key: K) -> int:
-        hashed = hashcode(key) & 0xFFFFFFFF
-        return (hashed ^ (hashed >> 16)) & (capacity - 1)
-
-    return sorted(items, key=bucket)
-
-
 def _tp_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     return java_hashmap_order(partitions, topic_partition_hashcode)
 
 
 def _string_order(names: Iterable[str]) -> list[str]:
-    return java_hashmap_order(names, java_string_hashcode)
+    return java_hashmap_order(names)
 
 
 _EXCEPTION_NAMES = {

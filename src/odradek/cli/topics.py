@@ -7,7 +7,7 @@ for kafka-topics.sh work unchanged:
   ``Error while executing topic command : <message>`` on stdout and exit 1;
 * usage problems print the message and the option table on stderr and exit 1;
 * ``--describe`` prints topics and configs in the order Kafka's Java admin client yields them
-  (the iteration order of Java HashMaps, reproduced by `java_hash_order`), and the ELR columns
+  (the iteration order of Java HashMaps, reproduced by `java_hashmap_order`), and the ELR columns
   Kafka 3.7+ prints.
 """
 
@@ -36,6 +36,7 @@ from odradek.client import (
 from odradek.client.admin import DEFAULT_PARTITION_LIMIT
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
+from odradek.protocol.java import java_hashmap_order
 from odradek.protocol.messages import ZERO_UUID
 
 log = logging.getLogger("odradek.cli.topics")
@@ -299,48 +300,12 @@ def _check_invalid_combinations(options: ParsedOptions) -> None:
 # Java's iteration order
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, int32 arithmetic), as unsigned."""
-    value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + int.from_bytes(data[index:index + 2], "big")) & 0xFFFFFFFF
-    return value
-
-
-def _table_size_for(capacity: int) -> int:
-    return 1 if capacity <= 1 else 1 << (capacity - 1).bit_length()
-
-
-def java_hash_order(keys: Sequence[str], initial_capacity: int | None = None,
-                    copy: bool = False) -> list[str]:
-    """The iteration order of a Java HashMap after inserting `keys` in order.
-
-    The map is ``new HashMap<>(initial_capacity)`` (default 16) or, with `copy`, the copy
-    constructor ``new HashMap<>(otherMap)``. Iteration goes by bucket (the spread hash masked
-    by the table size), and within a bucket by insertion order.
-    """
-    count = len(keys)
-    if copy:
-        capacity = _table_size_for(int(count / 0.75 + 1.0))
-    else:
-        capacity = _table_size_for(16 if initial_capacity is None else initial_capacity)
-    while count > int(capacity * 0.75):
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        hashed = java_string_hash(key)
-        return (hashed ^ (hashed >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)
-
-
 def admin_client_topic_order(names: Sequence[str]) -> list[str]:
     """The order of Admin.describeTopics(names).allTopicNames(): a HashMap sized for the
     names, copied, then collected into another HashMap of that size."""
-    order = java_hash_order(names, len(names))
-    order = java_hash_order(order, copy=True)
-    return java_hash_order(order, len(names))
+    order = java_hashmap_order(names, initial_capacity=len(names))
+    order = java_hashmap_order(order, copy=True)
+    return java_hashmap_order(order, initial_capacity=len(names))
 
 
 # ------------------------------------------------------------------------------------------
@@ -547,7 +512,8 @@ class DescribeReport:
         self.describe_partitions = not options.has("topics-with-overrides")
 
     def lines(self, topic: TopicDescription, config: dict[str, ConfigEntry]) -> list[str]:
-        entries = [config[name] for name in java_hash_order(list(config), len(config))]
+        entries = [config[name] for name in
+                   java_hashmap_order(list(config), initial_capacity=len(config))]
         partitions = sorted(topic.partitions, key=lambda p: p.partition)
         lines = []
         if self.describe_configs and partitions:
