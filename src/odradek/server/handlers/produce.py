@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.network import ConnectionCloseRequest
+from odradek.storage.validator import validate_produce_request_records
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -39,6 +40,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: m.ProduceRequest):
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request with no records")
+                validate_produce_request_records(records, ctx.api_version)
                 info = replica_manager.append(name, pdata.index, records, acks)
                 out.base_offset = info.first_offset
                 out.log_append_time_ms = info.log_append_time
