@@ -52,7 +52,8 @@ def rewrite(data: bytes, fmt: str, offset: int, value: int, fix_crc: bool = True
 
 
 def good_batch(**options: object) -> bytes:
-    return build_batch([(NOW, b"k%d" % i, b"v") for i in range(3)], **options)  # type: ignore[arg-type]
+    records = [(NOW, b"k%d" % i, b"v") for i in range(3)]
+    return build_batch(records, **options)  # type: ignore[arg-type]
 
 
 def produce(records: bytes | bytearray, version: int = PRODUCE_VERSION,

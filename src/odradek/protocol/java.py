@@ -68,9 +68,10 @@ def java_hashmap_order(keys: Iterable[K], hashcode: Callable[[K], int] | None = 
                        initial_capacity: int | None = None, copy: bool = False) -> list[K]:
     """The iteration order of a Java HashMap after putting `keys` in this order.
 
-    `hashcode` is the keys' Java hashCode (default: String.hashCode). The map is ``new HashMap<>(initial_capacity)`` (default 16) or, with `copy`, the copy
-    constructor ``new HashMap<>(otherMap)``; the table doubles past 3/4 full. Iteration goes by
-    bucket (the spread hash masked by the table size), and within a bucket by insertion order.
+    `hashcode` is the keys' Java hashCode (default: String.hashCode). The map is
+    ``new HashMap<>(initial_capacity)`` (default 16) or, with `copy`, the copy constructor
+    ``new HashMap<>(otherMap)``; the table doubles past 3/4 full. Iteration goes by bucket (the
+    spread hash masked by the table size), and within a bucket by insertion order.
     """
     items = list(keys)
     key_hash: Callable[[Any], int] = java_string_hashcode if hashcode is None else hashcode
