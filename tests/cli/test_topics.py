@@ -10,14 +10,10 @@ import sys
 import pytest
 
 from odradek.cli import topics
-from odradek.cli.topics import (
-    admin_client_topic_order,
-    java_hash_order,
-    java_string_hash,
-    parse_replica_assignment,
-)
+from odradek.cli.topics import admin_client_topic_order, parse_replica_assignment
 from odradek.client import Admin
 from odradek.protocol.ids import uuid_to_kafka_str
+from odradek.protocol.java import java_hashmap_order, java_string_hashcode, to_unsigned32
 
 TOPIC_ID = r"[A-Za-z0-9_-]{22}"
 BROKER_ID = 1
@@ -130,7 +126,10 @@ def test_replica_assignment_parsing():
 
 
 def test_java_string_hash_matches_java():
-    # Values of String.hashCode() in Java.
+    # Values of String.hashCode() in Java, as the unsigned bits a HashMap spreads.
+    def java_string_hash(text: str) -> int:
+        return to_unsigned32(java_string_hashcode(text))
+
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("") == 0
     assert java_string_hash("polygenelubricants") == (-2**31) & 0xFFFFFFFF
@@ -142,13 +141,13 @@ def test_config_order_matches_kafka_output():
     # iteration order of a HashMap holding the ~35 topic configs (ties in broker order).
     broker_order = ["segment.bytes", "retention.ms", "cleanup.policy", "min.insync.replicas"]
     padding = [f"filler.{i}" for i in range(31)]
-    order = java_hash_order(broker_order + padding, 35)
+    order = java_hashmap_order(broker_order + padding, initial_capacity=35)
     assert [name for name in order if name in broker_order] == [
         "min.insync.replicas", "cleanup.policy", "segment.bytes", "retention.ms"]
     # A second output of Kafka's: "min.insync.replicas=1,segment.bytes=1073741824,
     # min.compaction.lag.ms=60000".
-    order = java_hash_order(["segment.bytes", "min.compaction.lag.ms", "min.insync.replicas"]
-                            + padding, 34)
+    order = java_hashmap_order(["segment.bytes", "min.compaction.lag.ms", "min.insync.replicas"]
+                               + padding, initial_capacity=34)
     assert [n for n in order if not n.startswith("filler")] == [
         "min.insync.replicas", "segment.bytes", "min.compaction.lag.ms"]
 

@@ -93,6 +93,42 @@ def test_bad_crc_is_corrupt_message_and_log_intact(odradek_broker):
         assert produce(good).base_offset == 1  # nothing of the bad batch was appended
 
 
+def test_produce_checks_of_kafka_run_before_the_append(odradek_broker):
+    """ProduceRequest.validateRecords (one v2 batch from produce v3, zstd from v7) in the produce
+    handler, keys on a compacted topic in the log's validator; nothing refused is appended."""
+    from odradek.protocol.records import Compression, build_batch
+
+    plain, compacted = "checks-plain", "checks-compacted"
+    with _connect(odradek_broker) as s:
+        _roundtrip(s, 19, 7, m.CreateTopicsRequest(topics=[
+            m.CreateTopicsRequest.CreatableTopic(name=plain, num_partitions=1,
+                                                 replication_factor=1),
+            m.CreateTopicsRequest.CreatableTopic(
+                name=compacted, num_partitions=1, replication_factor=1,
+                configs=[m.CreateTopicsRequest.CreateableTopicConfig(name="cleanup.policy",
+                                                                     value="compact")])]))
+
+        def produce(topic: str, records: bytes, version: int = 9):
+            req = m.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+                m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    m.ProduceRequest.PartitionProduceData(index=0, records=records)])])
+            _corr, resp = _roundtrip(s, 0, version, req)
+            return resp.responses[0].partition_responses[0]
+
+        keyed = build_batch([(1, b"k", b"v")])
+        assert produce(plain, keyed + keyed).error_code == ErrorCode.INVALID_RECORD
+        assert produce(plain, b"").error_code == ErrorCode.INVALID_RECORD
+        zstd = build_batch([(1, b"k", b"v")], compression=Compression.ZSTD)
+        assert produce(plain, zstd, version=6).error_code == \
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert produce(plain, zstd, version=7).base_offset == 0
+
+        no_key = build_batch([(1, b"k", b"v"), (1, None, b"v")])
+        assert produce(compacted, no_key).error_code == ErrorCode.INVALID_RECORD
+        assert produce(compacted, keyed).base_offset == 0
+        assert produce(plain, no_key).base_offset == 1
+
+
 def _advertised(s: socket.socket) -> dict[int, tuple[int, int]]:
     _corr, resp = _roundtrip(s, 18, 3, m.ApiVersionsRequest(client_software_name="t",
                                                              client_software_version="1"))

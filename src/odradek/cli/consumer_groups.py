@@ -24,20 +24,18 @@ import io
 import logging
 import re
 import sys
-import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 from odradek.cli.common import configure_logging
+from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError
 from odradek.client import AdminClient, KafkaError, OffsetSpec, TopicPartition
 from odradek.client.admin_groups import GroupDescription, OffsetAndMetadata
-from odradek.coordinator.metadata_manager import java_string_hashcode
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.java import java_hashmap_order, topic_partition_hashcode
 
 log = logging.getLogger("odradek.cli.consumer_groups")
-
-K = TypeVar("K")
 
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 DEFAULT_TIMEOUT_MS = 5000
@@ -56,10 +54,6 @@ _NO_EXECUTE_WARNING = (
     "prompting.")
 
 
-class UsageError(Exception):
-    """The message, then the option table, on stderr; exit code 1 (printUsageAndExit)."""
-
-
 class CommandError(Exception):
     """A failure printed as ``\\nError: <message>`` on stderr; exit code 1."""
 
@@ -71,185 +65,96 @@ class HelpOrVersion(Exception):
 
 
 # ------------------------------------------------------------------------------------------
-# options (joptsimple style: --name value or --name=value, unique prefixes accepted)
+# options (joptsimple style, parsed by tool_options)
 
 
-@dataclass(frozen=True)
-class OptionSpec:
-    name: str
-    help: str
-    #: "<Type: what>" shown in the usage; None for a flag
-    argument: str | None = None
-    type: Callable[[str], Any] = str
-    #: the argument may be left out (``--state`` alone or ``--state stable,empty``)
-    optional_argument: bool = False
-
-    def __str__(self) -> str:
-        return f"--{self.name}"
-
-
-OPTIONS: list[OptionSpec] = [
-    OptionSpec("all-groups", "Apply to all consumer groups."),
-    OptionSpec("all-topics", "Consider all topics assigned to a group in the `reset-offsets` "
-               "process."),
-    OptionSpec("bootstrap-server", "REQUIRED: The server(s) to connect to.",
-               "String: server to connect to"),
-    OptionSpec("by-duration", "Reset offsets to offset by duration from current timestamp. "
-               "Format: 'PnDTnHnMnS'", "String: duration"),
-    OptionSpec("command-config", "Property file containing configs to be passed to Admin "
-               "Client and Consumer.", "String: command config property file"),
-    OptionSpec("delete", "Pass in groups to delete topic partition offsets and ownership "
-               "information over the entire consumer group. For instance --group g1 --group "
-               "g2"),
-    OptionSpec("delete-offsets", "Delete offsets of consumer group. Supports one consumer "
-               "group at the time, and multiple topics."),
-    OptionSpec("describe", "Describe consumer group and list offset lag (number of messages "
-               "not yet processed) related to given group."),
-    OptionSpec("dry-run", "Only show results without executing changes on Consumer Groups. "
-               "Supported operations: reset-offsets."),
-    OptionSpec("execute", "Execute operation. Supported operations: reset-offsets."),
-    OptionSpec("export", "Export operation execution to a CSV file. Supported operations: "
-               "reset-offsets."),
-    OptionSpec("from-file", "Reset offsets to values defined in CSV file.",
-               "String: path to CSV file"),
-    OptionSpec("group", "The consumer group we wish to act on.", "String: consumer group"),
-    OptionSpec("help", "Print usage information."),
-    OptionSpec("list", "List all consumer groups."),
-    OptionSpec("members", "Describe members of the group. This option may be used with "
-               "'--describe' and '--bootstrap-server' options only. Example: "
-               "--bootstrap-server localhost:9092 --describe --group group1 --members"),
-    OptionSpec("offsets", "Describe the group and list all topic partitions in the group "
-               "along with their offset lag. This is the default sub-action of and may be used "
-               "with '--describe' and '--bootstrap-server' options only. Example: "
-               "--bootstrap-server localhost:9092 --describe --group group1 --offsets"),
-    OptionSpec("reset-offsets", "Reset offsets of consumer group. Supports one consumer group "
-               "at the time, and instances should be inactive. Has 2 execution options: "
-               "--dry-run (the default) to plan which offsets to reset, and --execute to update "
-               "the offsets. Additionally, the --export option is used to export the results to "
-               "a CSV format. You must choose one of the following reset specifications: "
-               "--to-datetime, --by-duration, --to-earliest, --to-latest, --shift-by, "
-               "--from-file, --to-current, --to-offset. To define the scope use --all-topics or "
-               "--topic. One scope must be selected, unless you use '--from-file'."),
-    OptionSpec("shift-by", "Reset offsets shifting current offset by 'n', where 'n' can be "
-               "positive or negative.", "Long: number-of-offsets", int),
-    OptionSpec("state", "When specified with '--describe', includes the state of the group. "
-               "Example: --bootstrap-server localhost:9092 --describe --group group1 --state. "
-               "When specified with '--list', it displays the state of all groups. It can also "
-               "be used to list groups with specific states. Example: --bootstrap-server "
-               "localhost:9092 --list --state stable,empty. This option may be used with "
-               "'--describe', '--list' and '--bootstrap-server' options only.", "String",
-               optional_argument=True),
-    OptionSpec("timeout", "The timeout that can be set for some use cases. For example, it can "
-               "be used when describing the group to specify the maximum amount of time in "
-               "milliseconds to wait before the group stabilizes (when the group is just "
-               "created, or is going through some changes). (default: 5000)",
-               "Long: timeout (ms)", int),
-    OptionSpec("to-current", "Reset offsets to current offset."),
-    OptionSpec("to-datetime", "Reset offsets to offset from datetime. Format: "
-               "'YYYY-MM-DDTHH:mm:SS.sss'", "String: datetime"),
-    OptionSpec("to-earliest", "Reset offsets to earliest offset."),
-    OptionSpec("to-latest", "Reset offsets to latest offset."),
-    OptionSpec("to-offset", "Reset offsets to a specific offset.", "Long: offset", int),
-    OptionSpec("topic", "The topic whose consumer group information should be deleted or "
-               "topic whose should be included in the reset offset process. In "
-               "`reset-offsets` case, partitions can be specified using this format: "
-               "`topic1:0,1,2`, where 0,1,2 are the partition to be included in the process. "
-               "Reset-offsets also supports multiple topic inputs.", "String: topic"),
-    OptionSpec("type", "When specified with '--list', it displays the types of all the "
-               "groups. It can also be used to list groups with specific types. Example: "
-               "--bootstrap-server localhost:9092 --list --type classic,consumer. This option "
-               "may be used with the '--list' option only.", "String",
-               optional_argument=True),
-    OptionSpec("verbose", "Provide additional information, if any, when describing the group. "
-               "This option may be used with '--offsets'/'--members'/'--state' and "
-               "'--bootstrap-server' options only. Example: --bootstrap-server localhost:9092 "
-               "--describe --group group1 --members --verbose"),
-    OptionSpec("version", "Display Kafka version."),
+OPTIONS: list[Option] = [
+    Option("all-groups", "Apply to all consumer groups."),
+    Option("all-topics", "Consider all topics assigned to a group in the `reset-offsets` "
+           "process."),
+    Option("bootstrap-server", "REQUIRED: The server(s) to connect to.",
+           "server to connect to"),
+    Option("by-duration", "Reset offsets to offset by duration from current timestamp. "
+           "Format: 'PnDTnHnMnS'", "duration"),
+    Option("command-config", "Property file containing configs to be passed to Admin "
+           "Client and Consumer.", "command config property file"),
+    Option("delete", "Pass in groups to delete topic partition offsets and ownership "
+           "information over the entire consumer group. For instance --group g1 --group "
+           "g2"),
+    Option("delete-offsets", "Delete offsets of consumer group. Supports one consumer "
+           "group at the time, and multiple topics."),
+    Option("describe", "Describe consumer group and list offset lag (number of messages "
+           "not yet processed) related to given group."),
+    Option("dry-run", "Only show results without executing changes on Consumer Groups. "
+           "Supported operations: reset-offsets."),
+    Option("execute", "Execute operation. Supported operations: reset-offsets."),
+    Option("export", "Export operation execution to a CSV file. Supported operations: "
+           "reset-offsets."),
+    Option("from-file", "Reset offsets to values defined in CSV file.",
+           "path to CSV file"),
+    Option("group", "The consumer group we wish to act on.", "consumer group"),
+    Option("list", "List all consumer groups."),
+    Option("members", "Describe members of the group. This option may be used with "
+           "'--describe' and '--bootstrap-server' options only. Example: "
+           "--bootstrap-server localhost:9092 --describe --group group1 --members"),
+    Option("offsets", "Describe the group and list all topic partitions in the group "
+           "along with their offset lag. This is the default sub-action of and may be used "
+           "with '--describe' and '--bootstrap-server' options only. Example: "
+           "--bootstrap-server localhost:9092 --describe --group group1 --offsets"),
+    Option("reset-offsets", "Reset offsets of consumer group. Supports one consumer group "
+           "at the time, and instances should be inactive. Has 2 execution options: "
+           "--dry-run (the default) to plan which offsets to reset, and --execute to update "
+           "the offsets. Additionally, the --export option is used to export the results to "
+           "a CSV format. You must choose one of the following reset specifications: "
+           "--to-datetime, --by-duration, --to-earliest, --to-latest, --shift-by, "
+           "--from-file, --to-current, --to-offset. To define the scope use --all-topics or "
+           "--topic. One scope must be selected, unless you use '--from-file'."),
+    Option("shift-by", "Reset offsets shifting current offset by 'n', where 'n' can be "
+           "positive or negative.", "number-of-offsets", int, type_name="Long"),
+    Option("state", "When specified with '--describe', includes the state of the group. "
+           "Example: --bootstrap-server localhost:9092 --describe --group group1 --state. "
+           "When specified with '--list', it displays the state of all groups. It can also "
+           "be used to list groups with specific states. Example: --bootstrap-server "
+           "localhost:9092 --list --state stable,empty. This option may be used with "
+           "'--describe', '--list' and '--bootstrap-server' options only.",
+           optional_argument=True),
+    Option("timeout", "The timeout that can be set for some use cases. For example, it can "
+           "be used when describing the group to specify the maximum amount of time in "
+           "milliseconds to wait before the group stabilizes (when the group is just "
+           "created, or is going through some changes). (default: 5000)",
+           "timeout (ms)", int, type_name="Long"),
+    Option("to-current", "Reset offsets to current offset."),
+    Option("to-datetime", "Reset offsets to offset from datetime. Format: "
+           "'YYYY-MM-DDTHH:mm:SS.sss'", "datetime"),
+    Option("to-earliest", "Reset offsets to earliest offset."),
+    Option("to-latest", "Reset offsets to latest offset."),
+    Option("to-offset", "Reset offsets to a specific offset.", "offset", int, type_name="Long"),
+    Option("topic", "The topic whose consumer group information should be deleted or "
+           "topic whose should be included in the reset offset process. In "
+           "`reset-offsets` case, partitions can be specified using this format: "
+           "`topic1:0,1,2`, where 0,1,2 are the partition to be included in the process. "
+           "Reset-offsets also supports multiple topic inputs.", "topic"),
+    Option("type", "When specified with '--list', it displays the types of all the "
+           "groups. It can also be used to list groups with specific types. Example: "
+           "--bootstrap-server localhost:9092 --list --type classic,consumer. This option "
+           "may be used with the '--list' option only.",
+           optional_argument=True),
+    Option("verbose", "Provide additional information, if any, when describing the group. "
+           "This option may be used with '--offsets'/'--members'/'--state' and "
+           "'--bootstrap-server' options only. Example: --bootstrap-server localhost:9092 "
+           "--describe --group group1 --members --verbose"),
 ]
-OPTION_BY_NAME = {spec.name: spec for spec in OPTIONS}
-
-
-@dataclass
-class ParsedOptions:
-    values: dict[str, list[Any]] = field(default_factory=dict)
-
-    def has(self, name: str) -> bool:
-        return name in self.values
-
-    def value(self, name: str) -> Any:
-        values = self.values.get(name)
-        return values[-1] if values else None
-
-    def all(self, name: str) -> list[Any]:
-        return [value for value in self.values.get(name, []) if value is not None]
-
-
-def _resolve(name: str) -> OptionSpec:
-    spec = OPTION_BY_NAME.get(name)
-    if spec is not None:
-        return spec
-    matches = [s for s in OPTIONS if s.name.startswith(name)] if name else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise UsageError(f"Option '{name}' is ambiguous")
-    raise UsageError(f"{name} is not a recognized option")
+PARSER = OptionParser(OPTIONS, "This tool helps to list all consumer groups, describe a consumer "
+                      "group, delete consumer group info, or reset consumer group offsets.")
 
 
 def parse_options(argv: Sequence[str]) -> ParsedOptions:
-    parsed = ParsedOptions()
-    args = list(argv)
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if arg == "--":
-            break
-        if not arg.startswith("-") or arg == "-":
-            continue  # non-option arguments are ignored, as Kafka's tool does
-        name, has_value, inline = arg.lstrip("-").partition("=")
-        spec = _resolve(name)
-        values = parsed.values.setdefault(spec.name, [])
-        if spec.argument is None:
-            if has_value:
-                raise UsageError(f"Option {spec.name} does not take an argument")
-            values.append(True)
-            continue
-        if has_value:
-            text = inline
-        elif index < len(args) and not (spec.optional_argument and args[index].startswith("-")):
-            text = args[index]
-            index += 1
-        elif spec.optional_argument:
-            values.append(None)
-            continue
-        else:
-            raise UsageError(f"Option {spec.name} requires an argument")
-        try:
-            values.append(spec.type(text))
-        except ValueError:
-            raise UsageError(f"Cannot parse argument '{text}' of option {spec.name}") from None
-    return parsed
+    return PARSER.parse(argv)
 
 
 def usage_text() -> str:
     """The option table in joptsimple's layout."""
-    left_width, right_width = 41, 39
-    lines = [f"{'Option':<{left_width}}{'Description':<{right_width}}",
-             f"{'------':<{left_width}}{'-----------':<{right_width}}"]
-    for spec in OPTIONS:
-        argument = ""
-        if spec.argument:
-            argument = f" [{spec.argument}]" if spec.optional_argument else f" <{spec.argument}>"
-        left_lines = textwrap.wrap(f"--{spec.name}{argument}", left_width - 1,
-                                   subsequent_indent="  ")
-        right_lines = textwrap.wrap(spec.help, right_width - 2, break_on_hyphens=False) or [""]
-        right_lines = right_lines[:1] + ["  " + line for line in right_lines[1:]]
-        for row in range(max(len(left_lines), len(right_lines))):
-            left_part = left_lines[row] if row < len(left_lines) else ""
-            right_part = right_lines[row] if row < len(right_lines) else ""
-            lines.append(f"{left_part:<{left_width}}{right_part}".rstrip())
-    return "\n".join(lines)
+    return PARSER.usage()
 
 
 def _names(*names: str) -> str:
@@ -262,9 +167,7 @@ def check_args(options: ParsedOptions, argv: Sequence[str], err: TextIO) -> None
         raise UsageError("List all consumer groups, describe a consumer group, delete consumer "
                          "group info, or reset consumer group offsets.")
     if options.has("help"):
-        raise HelpOrVersion("This tool helps to list all consumer groups, describe a consumer "
-                            "group, delete consumer group info, or reset consumer group "
-                            "offsets.\n" + usage_text())
+        raise HelpOrVersion(f"{PARSER.description}\n{usage_text()}")
     if options.has("version"):
         from odradek.cli.main import version_text
 
@@ -321,34 +224,12 @@ def check_args(options: ParsedOptions, argv: Sequence[str], err: TextIO) -> None
 # Java's iteration orders
 
 
-def topic_partition_hashcode(tp: TopicPartition) -> int:
-    """Java's TopicPartition.hashCode (31 * (31 + partition) + topic.hashCode(), int32)."""
-    value = 31 * (31 + tp.partition) + java_string_hashcode(tp.topic)
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def java_hashmap_order(keys: Iterable[K], hashcode: Callable[[K], int]) -> list[K]:
-    """The iteration order of a `new HashMap<>()` after putting `keys` in order: by bucket
-    (the spread hash masked by the table size, which doubles past 3/4 full), then insertion."""
-    items = list(keys)
-    capacity = 16
-    while len(items) > int(capacity * 0.75):
-        capacity *= 2
-
-    def bucket(key: K) -> int:
-        hashed = hashcode(key) & 0xFFFFFFFF
-        return (hashed ^ (hashed >> 16)) & (capacity - 1)
-
-    return sorted(items, key=bucket)
-
-
 def _tp_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     return java_hashmap_order(partitions, topic_partition_hashcode)
 
 
 def _string_order(names: Iterable[str]) -> list[str]:
-    return java_hashmap_order(names, java_string_hashcode)
+    return java_hashmap_order(names)
 
 
 _EXCEPTION_NAMES = {

@@ -79,16 +79,17 @@ class ParsedOptions:
         return values[-1] if values else self.defaults.get(name)
 
     def all(self, name: str) -> list[Any]:
-        return self.values.get(name, [])
+        """Every value given (joptsimple's valuesOf: an optional argument left out adds none)."""
+        return [value for value in self.values.get(name, []) if value is not None]
 
 
 class OptionParser:
     def __init__(self, options: Sequence[Option], description: str,
-                 version: bool = True) -> None:
+                 version: bool = True, version_help: str = "Display Kafka version.") -> None:
         self.description = description
         extra = [Option("help", "Print usage information.")]
         if version:
-            extra.append(Option("version", "Display Kafka version."))
+            extra.append(Option("version", version_help))
         self.options = sorted([*options, *extra], key=lambda o: o.name)
         self.by_name = {option.name: option for option in self.options}
 
@@ -163,6 +164,9 @@ class OptionParser:
             left_lines = textwrap.wrap(left, _LEFT_WIDTH - 1, subsequent_indent="  ")
             right_lines: list[str] = []
             for paragraph in description.split("\n"):
+                if paragraph.startswith("\t"):
+                    right_lines.append(paragraph)  # a pre-formatted list entry: not wrapped
+                    continue
                 right_lines.extend(textwrap.wrap(paragraph, _RIGHT_WIDTH - 2,
                                                  break_on_hyphens=False,
                                                  break_long_words=False) or [""])

@@ -7,7 +7,7 @@ for kafka-topics.sh work unchanged:
   ``Error while executing topic command : <message>`` on stdout and exit 1;
 * usage problems print the message and the option table on stderr and exit 1;
 * ``--describe`` prints topics and configs in the order Kafka's Java admin client yields them
-  (the iteration order of Java HashMaps, reproduced by `java_hash_order`), and the ELR columns
+  (the iteration order of Java HashMaps, reproduced by `java_hashmap_order`), and the ELR columns
   Kafka 3.7+ prints.
 """
 
@@ -17,12 +17,13 @@ import asyncio
 import logging
 import re
 import sys
-import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from odradek.cli.common import configure_logging
+from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError
 from odradek.client import (
     AdminClient,
     ConfigEntry,
@@ -36,6 +37,7 @@ from odradek.client import (
 from odradek.client.admin import DEFAULT_PARTITION_LIMIT
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
+from odradek.protocol.java import java_hashmap_order
 from odradek.protocol.messages import ZERO_UUID
 
 log = logging.getLogger("odradek.cli.topics")
@@ -51,10 +53,6 @@ class CommandError(Exception):
     """A failure reported as ``Error while executing topic command : <message>``."""
 
 
-class UsageError(Exception):
-    """A usage problem: the message, then the option table, on stderr; exit code 1."""
-
-
 class HelpOrVersion(Exception):
     """--help or --version: print and exit 0."""
 
@@ -65,20 +63,7 @@ class HelpOrVersion(Exception):
 
 
 # ------------------------------------------------------------------------------------------
-# options (joptsimple style: --name value or --name=value, unique prefixes accepted)
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    name: str
-    help: str
-    #: "<Type: what>" shown in the usage; None for a flag
-    argument: str | None = None
-    #: the type of the argument: str or int
-    type: type = str
-
-    def __str__(self) -> str:
-        return f"[{self.name}]"  # how Kafka names an option in its messages
+# options (joptsimple style, parsed by tool_options)
 
 
 def _config_names() -> list[str]:
@@ -87,55 +72,53 @@ def _config_names() -> list[str]:
     return sorted(TOPIC_CONFIGS)
 
 
-OPTIONS: list[OptionSpec] = [
-    OptionSpec("alter", "Alter the number of partitions and the replica assignment of a topic. "
-               "Topic configs are altered with the configs tool" + _CONFIGS_TOOL_HINT + "."),
-    OptionSpec("at-min-isr-partitions", "With --describe, only show partitions whose ISR size "
-               "equals the configured min.insync.replicas."),
-    OptionSpec("bootstrap-server", "REQUIRED: The Kafka server to connect to.",
-               "String: server to connect to"),
-    OptionSpec("command-config", "Property file with configs for the admin client.",
-               "String: command config property file"),
-    OptionSpec("config", "A topic config override for the topic being created, as name=value. "
-               "Valid names:\n{configs}\nOnly with --create" + _CONFIGS_TOOL_HINT + ".",
-               "String: name=value"),
-    OptionSpec("create", "Create a new topic."),
-    OptionSpec("delete", "Delete a topic."),
-    OptionSpec("describe", "List details for the given topics."),
-    OptionSpec("exclude-internal", "Leave out internal topics (__consumer_offsets, "
-               "__transaction_state) when listing or describing; they are shown by default."),
-    OptionSpec("help", "Print usage information."),
-    OptionSpec("if-exists", "With --alter, --delete or --describe, only act if the topic "
-               "exists."),
-    OptionSpec("if-not-exists", "With --create, do not fail when the topic already exists."),
-    OptionSpec("list", "List all available topics."),
-    OptionSpec("partition-size-limit-per-response", "The most partitions one "
-               "DescribeTopicPartitions response may hold.",
-               "Integer: maximum number of partitions per response", int),
-    OptionSpec("partitions", "The number of partitions of the topic being created or altered "
-               "(WARNING: adding partitions to a topic with keyed records changes which "
-               "partition a key maps to). The cluster default when not given with --create.",
-               "Integer: # of partitions", int),
-    OptionSpec("replica-assignment", "Manual partition-to-broker assignments for the topic "
-               "being created or altered.",
-               "String: broker_id_for_part1_replica1 : broker_id_for_part1_replica2 , "
-               "broker_id_for_part2_replica1 : broker_id_for_part2_replica2 , ..."),
-    OptionSpec("replication-factor", "The replication factor of each partition of the topic "
-               "being created. The cluster default when not given.",
-               "Integer: replication factor", int),
-    OptionSpec("topic", "The topic to create, alter, describe or delete. Except with --create "
-               "it is a regular expression; escape regex symbols with '\\', e.g. "
-               "\"test\\.topic\".", "String: topic"),
-    OptionSpec("topic-id", "The topic id to describe.", "String: topic-id"),
-    OptionSpec("topics-with-overrides", "With --describe, only show topics that have "
-               "overridden configs."),
-    OptionSpec("unavailable-partitions", "With --describe, only show partitions whose leader "
-               "is not available."),
-    OptionSpec("under-min-isr-partitions", "With --describe, only show partitions whose ISR "
-               "is smaller than the configured min.insync.replicas."),
-    OptionSpec("under-replicated-partitions", "With --describe, only show under-replicated "
-               "partitions."),
-    OptionSpec("version", "Display the version."),
+OPTIONS: list[Option] = [
+    Option("alter", "Alter the number of partitions and the replica assignment of a topic. "
+           "Topic configs are altered with the configs tool" + _CONFIGS_TOOL_HINT + "."),
+    Option("at-min-isr-partitions", "With --describe, only show partitions whose ISR size "
+           "equals the configured min.insync.replicas."),
+    Option("bootstrap-server", "REQUIRED: The Kafka server to connect to.",
+           "server to connect to"),
+    Option("command-config", "Property file with configs for the admin client.",
+           "command config property file"),
+    Option("config", "A topic config override for the topic being created, as name=value. "
+           "Valid names:\n{configs}\nOnly with --create" + _CONFIGS_TOOL_HINT + ".",
+           "name=value"),
+    Option("create", "Create a new topic."),
+    Option("delete", "Delete a topic."),
+    Option("describe", "List details for the given topics."),
+    Option("exclude-internal", "Leave out internal topics (__consumer_offsets, "
+           "__transaction_state) when listing or describing; they are shown by default."),
+    Option("if-exists", "With --alter, --delete or --describe, only act if the topic "
+           "exists."),
+    Option("if-not-exists", "With --create, do not fail when the topic already exists."),
+    Option("list", "List all available topics."),
+    Option("partition-size-limit-per-response", "The most partitions one "
+           "DescribeTopicPartitions response may hold.",
+           "maximum number of partitions per response", int),
+    Option("partitions", "The number of partitions of the topic being created or altered "
+           "(WARNING: adding partitions to a topic with keyed records changes which "
+           "partition a key maps to). The cluster default when not given with --create.",
+           "# of partitions", int),
+    Option("replica-assignment", "Manual partition-to-broker assignments for the topic "
+           "being created or altered.",
+           "broker_id_for_part1_replica1 : broker_id_for_part1_replica2 , "
+           "broker_id_for_part2_replica1 : broker_id_for_part2_replica2 , ..."),
+    Option("replication-factor", "The replication factor of each partition of the topic "
+           "being created. The cluster default when not given.",
+           "replication factor", int),
+    Option("topic", "The topic to create, alter, describe or delete. Except with --create "
+           "it is a regular expression; escape regex symbols with '\\', e.g. "
+           "\"test\\.topic\".", "topic"),
+    Option("topic-id", "The topic id to describe.", "topic-id"),
+    Option("topics-with-overrides", "With --describe, only show topics that have "
+           "overridden configs."),
+    Option("unavailable-partitions", "With --describe, only show partitions whose leader "
+           "is not available."),
+    Option("under-min-isr-partitions", "With --describe, only show partitions whose ISR "
+           "is smaller than the configured min.insync.replicas."),
+    Option("under-replicated-partitions", "With --describe, only show under-replicated "
+           "partitions."),
 ]
 OPTION_BY_NAME = {spec.name: spec for spec in OPTIONS}
 ACTIONS = ("create", "list", "alter", "describe", "delete")
@@ -143,88 +126,25 @@ REPORT_OPTIONS = ("under-replicated-partitions", "under-min-isr-partitions",
                   "at-min-isr-partitions", "unavailable-partitions")
 
 
-@dataclass
-class ParsedOptions:
-    values: dict[str, list[Any]] = field(default_factory=dict)
-
-    def has(self, name: str) -> bool:
-        return name in self.values
-
-    def value(self, name: str) -> Any:
-        values = self.values.get(name)
-        return values[-1] if values else None
-
-    def all(self, name: str) -> list[Any]:
-        return self.values.get(name, [])
-
-
-def _resolve(name: str) -> OptionSpec:
-    spec = OPTION_BY_NAME.get(name)
-    if spec is not None:
-        return spec
-    matches = [s for s in OPTIONS if s.name.startswith(name)] if name else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise CommandError(f"Option '{name}' is ambiguous")
-    raise CommandError(f"{name} is not a recognized option")
+@cache
+def _parser() -> OptionParser:
+    configs = "\n".join(f"\t{name}" for name in _config_names())
+    options = [replace(o, help=o.help.format(configs=configs)) for o in OPTIONS]
+    return OptionParser(options, "This tool helps to create, delete, describe, or change a topic.",
+                        version_help="Display the version.")
 
 
 def parse_options(argv: Sequence[str]) -> ParsedOptions:
-    parsed = ParsedOptions()
-    args = list(argv)
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if arg == "--":
-            break
-        if not arg.startswith("-") or arg == "-":
-            continue  # non-option arguments are ignored, as Kafka's tool does
-        name, has_value, inline = arg.lstrip("-").partition("=")
-        spec = _resolve(name)
-        if spec.argument is None:
-            if has_value:
-                raise CommandError(f"Option {spec.name} does not take an argument")
-            parsed.values.setdefault(spec.name, []).append(True)
-            continue
-        if has_value:
-            text = inline
-        elif index < len(args):
-            text = args[index]
-            index += 1
-        else:
-            raise CommandError(f"Option {spec.name} requires an argument")
-        try:
-            value = spec.type(text)
-        except ValueError:
-            raise CommandError(f"Cannot parse argument '{text}' of option {spec.name}") from None
-        parsed.values.setdefault(spec.name, []).append(value)
-    return parsed
+    """Kafka's TopicCommand reports a joptsimple error like a failed command."""
+    try:
+        return _parser().parse(argv)
+    except UsageError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def usage_text() -> str:
     """The option table in joptsimple's layout."""
-    left_width, right_width = 41, 39
-    lines = [f"{'Option':<{left_width}}{'Description':<{right_width}}",
-             f"{'------':<{left_width}}{'-----------':<{right_width}}"]
-    configs = "\n".join(f"\t{name}" for name in _config_names())
-    for spec in OPTIONS:
-        left = f"--{spec.name}" + (f" <{spec.argument}>" if spec.argument else "")
-        left_lines = textwrap.wrap(left, left_width - 1, subsequent_indent="  ")
-        right_lines: list[str] = []
-        for paragraph in spec.help.format(configs=configs).split("\n"):
-            if paragraph.startswith("\t"):
-                right_lines.append(paragraph)
-            else:
-                right_lines.extend(textwrap.wrap(paragraph, right_width - 2,
-                                                 break_on_hyphens=False) or [""])
-        right_lines = right_lines[:1] + ["  " + line for line in right_lines[1:]]
-        for row in range(max(len(left_lines), len(right_lines))):
-            left_part = left_lines[row] if row < len(left_lines) else ""
-            right_part = right_lines[row] if row < len(right_lines) else ""
-            lines.append(f"{left_part:<{left_width}}{right_part}".rstrip())
-    return "\n".join(lines)
+    return _parser().usage()
 
 
 def check_args(options: ParsedOptions, argv: Sequence[str]) -> None:
@@ -232,8 +152,7 @@ def check_args(options: ParsedOptions, argv: Sequence[str]) -> None:
     if not argv:
         raise UsageError("Create, delete, describe, or change a topic.")
     if options.has("help"):
-        raise HelpOrVersion("This tool helps to create, delete, describe, or change a topic.\n"
-                            + usage_text(), sys.stdout)
+        raise HelpOrVersion(f"{_parser().description}\n{usage_text()}", sys.stdout)
     if options.has("version"):
         from odradek.cli.main import version_text
 
@@ -298,48 +217,12 @@ def _check_invalid_combinations(options: ParsedOptions) -> None:
 # Java's iteration order
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, int32 arithmetic), as unsigned."""
-    value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + int.from_bytes(data[index:index + 2], "big")) & 0xFFFFFFFF
-    return value
-
-
-def _table_size_for(capacity: int) -> int:
-    return 1 if capacity <= 1 else 1 << (capacity - 1).bit_length()
-
-
-def java_hash_order(keys: Sequence[str], initial_capacity: int | None = None,
-                    copy: bool = False) -> list[str]:
-    """The iteration order of a Java HashMap after inserting `keys` in order.
-
-    The map is ``new HashMap<>(initial_capacity)`` (default 16) or, with `copy`, the copy
-    constructor ``new HashMap<>(otherMap)``. Iteration goes by bucket (the spread hash masked
-    by the table size), and within a bucket by insertion order.
-    """
-    count = len(keys)
-    if copy:
-        capacity = _table_size_for(int(count / 0.75 + 1.0))
-    else:
-        capacity = _table_size_for(16 if initial_capacity is None else initial_capacity)
-    while count > int(capacity * 0.75):
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        hashed = java_string_hash(key)
-        return (hashed ^ (hashed >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)
-
-
 def admin_client_topic_order(names: Sequence[str]) -> list[str]:
     """The order of Admin.describeTopics(names).allTopicNames(): a HashMap sized for the
     names, copied, then collected into another HashMap of that size."""
-    order = java_hash_order(names, len(names))
-    order = java_hash_order(order, copy=True)
-    return java_hash_order(order, len(names))
+    order = java_hashmap_order(names, initial_capacity=len(names))
+    order = java_hashmap_order(order, copy=True)
+    return java_hashmap_order(order, initial_capacity=len(names))
 
 
 # ------------------------------------------------------------------------------------------
@@ -546,7 +429,8 @@ class DescribeReport:
         self.describe_partitions = not options.has("topics-with-overrides")
 
     def lines(self, topic: TopicDescription, config: dict[str, ConfigEntry]) -> list[str]:
-        entries = [config[name] for name in java_hash_order(list(config), len(config))]
+        entries = [config[name] for name in
+                   java_hashmap_order(list(config), initial_capacity=len(config))]
         partitions = sorted(topic.partitions, key=lambda p: p.partition)
         lines = []
         if self.describe_configs and partitions:

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.types import TopicPartition
 
 __all__ = ["Node", "PartitionMetadata", "TopicMetadata", "TopicPartition"]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ import enum
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError
 from odradek.protocol.primitives import Reader
+from odradek.protocol.types import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""
@@ -47,11 +48,6 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.DEAD: _ALL_STATES,
 }
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True, slots=True)

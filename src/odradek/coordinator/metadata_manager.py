@@ -25,6 +25,8 @@ from odradek.coordinator.records import (
     offset_record,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+# java_string_hashcode and kafka_abs are part of this module's (and the package's) names.
+from odradek.protocol.java import java_string_hashcode, kafka_abs
 from odradek.protocol.records import Compression
 
 log = logging.getLogger("odradek.coordinator.metadata")
@@ -44,20 +46,6 @@ _NOT_COORDINATOR_ON_APPEND = frozenset({
 _TOO_LARGE_ON_APPEND = frozenset({
     ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE,
 })
-
-
-def java_string_hashcode(text: str) -> int:
-    """Java's String.hashCode: int32 arithmetic over the UTF-16 code units."""
-    value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + int.from_bytes(data[index:index + 2], "big")) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def kafka_abs(value: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE maps to 0."""
-    return 0 if value == -(1 << 31) else abs(value)
 
 
 def is_empty(log_: Any) -> bool:

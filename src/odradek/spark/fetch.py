@@ -2,7 +2,7 @@
 
 A task sends Fetch requests (sessionless, one partition) to the partition's leader through the
 client's `Cluster` and decodes each response's record batches straight into Arrow columns
-(`odradek.protocol.records.columnar.ColumnarDecoder`: no consumer, no Python object per
+(`odradek.spark.columnar.ColumnarDecoder`: no consumer, no Python object per
 record). One Arrow batch per Fetch response.
 
 * Control batches (transaction markers) are skipped; under ``read_committed`` the batches of
@@ -45,7 +45,7 @@ from odradek.protocol.records import (
     iter_records,
     verify_crc,
 )
-from odradek.protocol.records.columnar import HEADERS_TYPE, ColumnarDecoder
+from odradek.spark.columnar import HEADERS_TYPE, ColumnarDecoder
 from odradek.spark.offsets import OffsetRange
 from odradek.spark.options import SourceOptions, client_config
 

@@ -51,7 +51,7 @@ from odradek.client.partitioner import partition_for_key
 from odradek.client.producer import PRODUCER_CONFIG, Producer, _compression_level
 from odradek.client.types import TopicPartition
 from odradek.protocol.records import Compression
-from odradek.protocol.records.columnar import (
+from odradek.spark.columnar import (
     EncodedBatch,
     encode_headers,
     encode_record_batches,

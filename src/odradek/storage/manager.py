@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from odradek.protocol.types import TopicPartition
 from odradek.storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -40,7 +41,6 @@ from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
 
 logger = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"

@@ -1,7 +1,12 @@
 """Validation of appended record batches and in-place offset assignment (Kafka's LogValidator).
 
 Only batch headers are decoded: offsets, the leader epoch and LogAppendTime are patched into the
-bytes in place, so a produce request's records are written to the log as they arrived.
+bytes in place, so a produce request's records are written to the log as they arrived. Records
+are read only on compacted topics, where every record needs a key.
+
+`validate_produce_request_records` is Kafka's ProduceRequest.validateRecords: the checks that
+depend on the Produce version, which the produce handler runs on each partition's records
+before they reach the replica manager (as KafkaApis does).
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from dataclasses import dataclass, field
 
 from odradek.protocol.errors import CorruptRecordError, DecodeError, ErrorCode, KafkaError
 from odradek.protocol.records import (
+    LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V1,
+    MAGIC_V2,
     BatchHeader,
+    Compression,
+    decode_records,
     iter_batches,
     patch_base_offset,
     patch_log_append_time,
@@ -21,9 +30,18 @@ from odradek.protocol.records import (
     read_magic,
     verify_crc,
 )
+from odradek.protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    MAGIC_OFFSET,
+)
 from odradek.storage.config import LogConfig
 
 NO_TIMESTAMP = -1
+# Produce v3 (KIP-98) carries exactly one v2 batch per partition; zstd came with produce v7.
+SINGLE_BATCH_MIN_PRODUCE_VERSION = 3
+ZSTD_MIN_PRODUCE_VERSION = 7
 
 
 class AppendOrigin(enum.Enum):
@@ -96,6 +114,67 @@ def analyze(records: bytes | bytearray | memoryview, config: LogConfig, *,
     return result
 
 
+_HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+
+
+def _whole_batch_size(records: bytes | bytearray | memoryview, position: int) -> int | None:
+    """The size of the batch at `position` if all of it is there, else None (Kafka's
+    ByteBufferLogInputStream.nextBatch() != null; a bad length is left to `analyze`)."""
+    remaining = len(records) - position
+    if remaining < _HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    length_at = position + BATCH_LENGTH_OFFSET
+    size = LOG_OVERHEAD + int.from_bytes(records[length_at:length_at + 4], "big", signed=True)
+    return size if _HEADER_SIZE_UP_TO_MAGIC <= size <= remaining else None
+
+
+def validate_produce_request_records(records: bytes | bytearray | memoryview,
+                                     produce_version: int) -> None:
+    """Kafka's ProduceRequest.validateRecords for one partition's records (a KafkaError).
+
+    From produce v3: the first batch must have magic 2 (INVALID_RECORD), zstd needs produce v7+
+    (UNSUPPORTED_COMPRESSION_TYPE), and a second whole batch is refused (INVALID_RECORD).
+    Records without a whole first batch pass on to `validate_as_leader` (CORRUPT_MESSAGE).
+    """
+    if produce_version < SINGLE_BATCH_MIN_PRODUCE_VERSION:
+        return  # Kafka does not check older versions, for clients that mix up magic and version
+    first_size = _whole_batch_size(records, 0)
+    if first_size is None:
+        return
+    if records[MAGIC_OFFSET] != MAGIC_V2:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"Produce requests with version {produce_version} are only allowed to "
+                         f"contain record batches with magic version 2")
+    if produce_version < ZSTD_MIN_PRODUCE_VERSION and first_size >= ATTRIBUTES_OFFSET + 2 and \
+            records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == Compression.ZSTD:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                         f"Produce requests with version {produce_version} are not allowed to "
+                         f"use ZStandard compression")
+    if _whole_batch_size(records, first_size) is not None:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"Produce requests with version {produce_version} are only allowed to "
+                         f"contain exactly one record batch per partition")
+
+
+def _check_keys(records: bytes | bytearray | memoryview, position: int,
+                header: BatchHeader) -> None:
+    """A compacted topic's records (Kafka's LogValidator.validateKey): each has a key, and their
+    offset deltas run 0..n-1; records that do not decode are CORRUPT_MESSAGE."""
+    try:
+        fields = decode_records(records, position, header)
+    except (CorruptRecordError, DecodeError) as exc:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+    base = header.base_offset
+    for expected_delta, (offset, _timestamp, key, *_rest) in enumerate(fields):
+        if offset - base != expected_delta:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"record offset delta {offset - base} where {expected_delta} was "
+                             f"expected in the batch at offset {base}")
+        if key is None:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             "Compacted topic cannot accept message without key")
+
+
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:
     before = min(config.message_timestamp_before_max_ms,
                  config.message_timestamp_difference_max_ms)
@@ -115,7 +194,7 @@ def validate_as_leader(records: bytes | bytearray | memoryview, config: LogConfi
                        ) -> ValidatedRecords:
     """All checks that do not depend on the log's state (may run outside the log's lock)."""
     result = analyze(records, config, check_batch_size=True)
-    for _, header in result.batches:
+    for position, header in result.batches:
         if origin == AppendOrigin.CLIENT:
             if header.base_offset != 0:
                 raise KafkaError(ErrorCode.INVALID_RECORD,
@@ -124,6 +203,10 @@ def validate_as_leader(records: bytes | bytearray | memoryview, config: LogConfi
             if header.is_control:
                 raise KafkaError(ErrorCode.INVALID_RECORD,
                                  "clients are not allowed to write control records")
+            if header.has_producer_id and header.base_sequence < 0:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"invalid sequence number {header.base_sequence} in a batch "
+                                 f"with producer id {header.producer_id}")
         if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              f"inconsistent batch: {header.records_count} records, "
@@ -131,8 +214,14 @@ def validate_as_leader(records: bytes | bytearray | memoryview, config: LogConfi
         if header.is_transactional and not header.has_producer_id:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              "a transactional batch must carry a producer id")
+        try:
+            header.compression  # noqa: B018 (raises for a codec id Kafka does not define)
+        except CorruptRecordError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if not config.log_append_time:
             _check_timestamp(header, config, now_ms)
+        if config.compact and not header.is_control:
+            _check_keys(records, position, header)
     return result
 
 

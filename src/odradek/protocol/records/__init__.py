@@ -49,12 +49,6 @@ from odradek.protocol.records.legacy import (
     v2_to_legacy,
 )
 from odradek.protocol.records.record import Record, decode_records, iter_records, records_section
-from odradek.protocol.records.validation import (
-    RecordsSummary,
-    validate_batch_for_append,
-    validate_produce_records,
-    validate_records_for_append,
-)
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -76,7 +70,6 @@ __all__ = [
     "LegacyMessageSetBuilder",
     "Record",
     "RecordBatchBuilder",
-    "RecordsSummary",
     "TimestampType",
     "build_batch",
     "build_control_batch",
@@ -101,9 +94,6 @@ __all__ = [
     "read_magic",
     "records_section",
     "v2_to_legacy",
-    "validate_batch_for_append",
-    "validate_produce_records",
-    "validate_records_for_append",
     "verify_crc",
     "write_crc",
 ]

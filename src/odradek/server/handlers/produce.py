@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.network import ConnectionCloseRequest
+<<<<<<< HEAD
 from odradek.server.replica_manager import ACKS_ALL, PendingAppend
+=======
+from odradek.storage.validator import validate_produce_request_records
+>>>>>>> wt-dedup
 
 if TYPE_CHECKING:
     from odradek.server.network import RequestContext
@@ -31,10 +35,10 @@ class ProduceApis:
         self.replica_manager = replica_manager
 
     async def produce(self, ctx: RequestContext, req: m.ProduceRequest):
-        return await produce(self.replica_manager, req)
+        return await produce(self.replica_manager, ctx.api_version, req)
 
 
-async def produce(replica_manager: ReplicaManager, req: m.ProduceRequest):
+async def produce(replica_manager: ReplicaManager, version: int, req: m.ProduceRequest):
     acks = req.acks
     if acks not in (0, 1, -1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
@@ -55,6 +59,7 @@ async def produce(replica_manager: ReplicaManager, req: m.ProduceRequest):
             try:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request with no records")
+                validate_produce_request_records(records, version)
                 pending = replica_manager.append(name, pdata.index, records, acks)
                 info = pending.result
                 out.base_offset = info.first_offset

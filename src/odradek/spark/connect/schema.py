@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from odradek.protocol.java import java_hashmap_order
 from odradek.spark.connect.errors import ConnectDataError
 
 PRIMITIVE_TYPES = ("int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string",
@@ -308,29 +309,6 @@ def spark_type_of_variant_schema(text: str, top_keys: list[str] | None = None) -
             ordered = java_hashmap_order(top_keys)
             data_type = StructType([by_name[name] for name in ordered])
     return data_type
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit number."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    value = 0
-    for i in range(0, len(units), 2):
-        value = (31 * value + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return value
-
-
-def java_hashmap_order(names: list[str]) -> list[str]:
-    """The iteration order of a java.util.HashMap (default capacity, load factor 0.75) into
-    which `names` were put in this order: by bucket, then insertion order."""
-    capacity = 16
-    while len(names) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(name: str) -> int:
-        hash_ = java_string_hash(name)
-        return (hash_ ^ (hash_ >> 16)) & (capacity - 1)
-
-    return sorted(names, key=bucket)
 
 
 @dataclass

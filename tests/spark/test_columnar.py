@@ -1,4 +1,4 @@
-"""Record batches to and from Arrow columns (`odradek.protocol.records.columnar`): the column
+"""Record batches to and from Arrow columns (`odradek.spark.columnar`): the column
 decoder gives what `iter_records` gives, the encoder builds the bytes `RecordBatchBuilder`
 builds, on every codec, with headers, null keys and values, control batches, offset gaps,
 LogAppendTime, multi-byte varints and corrupt input."""
@@ -25,7 +25,7 @@ from odradek.protocol.records import (
     verify_crc,
     write_crc,
 )
-from odradek.protocol.records.columnar import (
+from odradek.spark.columnar import (
     HEADERS_TYPE,
     ColumnarDecoder,
     encode_headers,

@@ -6,7 +6,7 @@ everything else is done once per group of batches with Arrow compute functions o
 concatenated record bytes: the varint fields are read by position (`take`), the keys, values
 and header strings are gathered into Arrow binary columns through a list view over the bytes
 (`flatten`), offsets and timestamps are added to each batch's base. The result is the same as
-`iter_records` (``tests/protocol/test_columnar.py``); on anything invalid the batches are
+`iter_records` (``tests/spark/test_columnar.py``); on anything invalid the batches are
 decoded again with `iter_records`, which raises the precise CorruptRecordError.
 
 Encoding (`encode_record_batches`): the records of a column group are built with Arrow string
@@ -15,7 +15,8 @@ fields), cut into batches of at most ``max_batch_bytes`` (an upper bound of each
 as Kafka's producer estimates) and each batch gets its header and CRC; the records' bytes are
 copied once into the batch.
 
-Needs pyarrow (the ``spark`` extra). Sans-I/O like the rest of `odradek.protocol`.
+Needs pyarrow (the ``spark`` extra), which is why it lives here and not in `odradek.protocol`
+(the bottom layer imports nothing beyond the compression codecs). Sans-I/O: bytes in, columns out.
 """
 
 from __future__ import annotations
