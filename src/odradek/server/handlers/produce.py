@@ -13,11 +13,8 @@ from typing import TYPE_CHECKING
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.network import ConnectionCloseRequest
-<<<<<<< HEAD
 from odradek.server.replica_manager import ACKS_ALL, PendingAppend
-=======
 from odradek.storage.validator import validate_produce_request_records
->>>>>>> wt-dedup
 
 if TYPE_CHECKING:
     from odradek.server.network import RequestContext
