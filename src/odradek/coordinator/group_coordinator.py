@@ -442,6 +442,8 @@ class GroupCoordinator:
         """The write of a static member's new member id completed (without a rebalance)."""
         instance_id = member.group_instance_id
         assert instance_id is not None
+        if member.member_id != new_member_id_:
+            return  # a later incarnation took over meanwhile: its own write answers it
         if error != ErrorCode.NONE:
             log.warning("could not persist the new member id of static member %s of group %s: "
                         "%s", instance_id, group.group_id, error.name)

@@ -171,7 +171,11 @@ class CoordinatorRuntime:
             raise
         if not self.is_current(partition, generation):
             return None
-        installed = install(replayed)
+        try:
+            installed = install(replayed)
+        except BaseException:
+            self.abort_loading(partition, generation)
+            raise
         self.complete_loading(partition, generation)
         return installed
 
