@@ -1,15 +1,21 @@
 """An in-process group coordinator over a real `__consumer_offsets` storage log, and a few
-client-side helpers to drive it the way consumers do."""
+client-side helpers to drive it the way consumers do.
+
+Time is a manual clock: the coordinator's timers (sessions, rebalance timeouts, delays) fire
+only when a test advances it, except those due at once (a zero delay), which fire on the
+event loop's next round as with the system clock. Appends commit at once unless the test holds the commits
+(`hold_commits`) and releases them by hand, or makes appends fail (`append_error`)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from odradek.clock import ManualClock, TimerHandle
 from odradek.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -21,7 +27,7 @@ from odradek.coordinator import (
     TopicPartition,
 )
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import AppendOrigin, Log, LogConfig
 
 T = TypeVar("T")
@@ -52,6 +58,12 @@ def run(coroutine: Awaitable[T], timeout: float = 20) -> T:
     return asyncio.run(bounded())
 
 
+async def settle(rounds: int = 20) -> None:
+    """Lets the tasks and callbacks that are ready run (no time passes)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
 async def eventually(condition: Any, timeout: float = 5.0, interval: float = 0.01) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -61,6 +73,17 @@ async def eventually(condition: Any, timeout: float = 5.0, interval: float = 0.0
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+class LoopClock(ManualClock):
+    """A ManualClock on which time stands still but the event loop does not: a timer with no
+    delay (a zero initial rebalance delay, the rebalance timeout of a group left with no
+    members) fires on the loop's next round, as it does with the system clock."""
+
+    def call_later(self, delay_s: float, callback: Callable[..., Any], *args: Any) -> TimerHandle:
+        if delay_s <= 0:
+            return asyncio.get_running_loop().call_soon(callback, *args)
+        return super().call_later(delay_s, callback, *args)
 
 
 class Harness:
@@ -74,18 +97,65 @@ class Harness:
         self.owned = list(range(partitions)) if owned is None else list(owned)
         self.logs = {index: Log(directory / f"__consumer_offsets-{index}", LogConfig())
                      for index in range(partitions)}
-        self.clock_offset_ms = 0
+        self.clock = LoopClock()
+        #: set: appends fail with this error (as the replica manager's would)
+        self.append_error: ErrorCode | None = None
+        #: set: appended batches wait for `release_commits` before they count as committed
+        self.hold_commits = False
+        self._held: list[asyncio.Future[None]] = []
         self.manager = GroupMetadataManager(self._append, num_partitions=lambda: partitions,
-                                            time_ms=self.time_ms)
-        self.coordinator = GroupCoordinator(config, self.manager, self.time_ms)
+                                            clock=self.clock)
+        self.coordinator = GroupCoordinator(config, self.manager, self.clock)
 
     def time_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + self.clock_offset_ms
+        return self.clock.time_ms()
 
-    def _append(self, partition: int, records: bytes) -> None:
+    async def _append(self, partition: int, records: bytes) -> None:
+        if self.append_error is not None:
+            raise KafkaError(self.append_error)
         log = self.logs[partition]
         log.append_as_leader(records, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
-        log.update_high_watermark(log.log_end_offset)
+        end = log.log_end_offset
+        if self.hold_commits:
+            released = asyncio.get_running_loop().create_future()
+            self._held.append(released)
+            await released
+        log.maybe_increment_high_watermark(end)
+
+    @property
+    def held_commits(self) -> int:
+        return len(self._held)
+
+    def release_commits(self, error: ErrorCode | None = None) -> int:
+        """Commits the held batches (or fails them with `error`, as a commit timeout would);
+        returns how many there were."""
+        held, self._held = self._held, []
+        for released in held:
+            if error is None:
+                released.set_result(None)
+            else:
+                released.set_exception(KafkaError(error))
+        return len(held)
+
+    async def advance(self, ms: float) -> None:
+        """Moves the clock (firing the timers due) and lets what they started run."""
+        self.clock.advance(ms)
+        await settle()
+
+    async def advance_until(self, awaitable: Awaitable[T], step_ms: float = 10,
+                            limit_ms: float = 600_000) -> T:
+        """Advances the clock by `step_ms` at a time until `awaitable` completes."""
+        task = asyncio.ensure_future(awaitable)
+        advanced = 0.0
+        while True:
+            await settle()
+            if task.done():
+                return task.result()
+            if advanced >= limit_ms:
+                task.cancel()
+                raise TimeoutError(f"not done after {limit_ms} ms of clock time")
+            self.clock.advance(step_ms)
+            advanced += step_ms
 
     async def start(self) -> Harness:
         self.coordinator.start()
@@ -130,11 +200,11 @@ class Harness:
         return self.coordinator.heartbeat(group, joined.member_id, instance,
                                           joined.generation_id)
 
-    def commit(self, group: str, offsets: dict[tuple[str, int], int], *,
-               member_id: str = "", generation: int = -1, instance: str | None = None,
-               metadata: str = "") -> dict[TopicPartition, ErrorCode]:
+    async def commit(self, group: str, offsets: dict[tuple[str, int], int], *,
+                     member_id: str = "", generation: int = -1, instance: str | None = None,
+                     metadata: str = "") -> dict[TopicPartition, ErrorCode]:
         now = self.time_ms()
-        return self.coordinator.commit_offsets(group, member_id, instance, generation, {
+        return await self.coordinator.commit_offsets(group, member_id, instance, generation, {
             TopicPartition(*tp): OffsetAndMetadata(offset, metadata=metadata,
                                                    commit_timestamp=now)
             for tp, offset in offsets.items()})

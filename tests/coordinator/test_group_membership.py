@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from group_harness import TEST_CONFIG, Harness, assignment, eventually, run, subscription
+from group_harness import (
+    TEST_CONFIG,
+    Harness,
+    assignment,
+    eventually,
+    run,
+    settle,
+    subscription,
+)
 
 from odradek.coordinator import GroupState
 from odradek.protocol.errors import ErrorCode
@@ -43,8 +51,8 @@ def test_second_member_triggers_a_rebalance_and_both_get_the_new_generation(tmp_
         assert h.heartbeat(a) == ErrorCode.REBALANCE_IN_PROGRESS
         # Commits with the current generation stay allowed while preparing (eager consumers
         # commit before they rejoin).
-        assert h.commit("g", {("t", 0): 5}, member_id=a.member_id,
-                        generation=a.generation_id) == {("t", 0): ErrorCode.NONE}
+        assert await h.commit("g", {("t", 0): 5}, member_id=a.member_id,
+                              generation=a.generation_id) == {("t", 0): ErrorCode.NONE}
         a2 = await h.join(member_id=a.member_id, client_id="a")
         b = await b_task
         assert a2.generation_id == b.generation_id == 2
@@ -53,10 +61,11 @@ def test_second_member_triggers_a_rebalance_and_both_get_the_new_generation(tmp_
         assert b.members == []
         # The follower's SyncGroup waits for the leader's assignment.
         b_sync = asyncio.create_task(h.sync(b))
-        await asyncio.sleep(0.02)
+        await settle()
         assert not b_sync.done()
-        assert h.commit("g", {("t", 0): 6}, member_id=b.member_id,
-                        generation=b.generation_id) == {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
+        assert await h.commit("g", {("t", 0): 6}, member_id=b.member_id,
+                              generation=b.generation_id) == {
+            ("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
         a_sync = await h.sync(a2, assignments={a.member_id: assignment(("t", 0)),
                                                b.member_id: assignment(("t", 1))})
         assert a_sync.assignment == assignment(("t", 0))
@@ -116,6 +125,9 @@ def test_member_whose_session_expires_is_removed(tmp_path):
         a = await h.join_new(client_id="a", session_ms=150)
         await h.sync(a)
         # a stops heartbeating: after its session timeout the group is empty again.
+        await h.advance(149)
+        assert h.state() == "Stable"
+        await h.advance(2)  # (2, not 1: the manual clock's float seconds round at epoch scale)
         await eventually(lambda: h.state() == "Empty", timeout=3)
         group = h.manager.get_group("g")
         assert group.generation_id == 2 and not group.members
@@ -137,7 +149,7 @@ def test_heartbeats_keep_a_member_alive_and_a_silent_one_is_expelled(tmp_path):
         await asyncio.gather(h.sync(a), h.sync(b))
         # a heartbeats every 100 ms, b is silent: b goes, a stays and must rejoin.
         for _ in range(30):
-            await asyncio.sleep(0.1)
+            await h.advance(100)
             error = h.heartbeat(a)
             if error == ErrorCode.REBALANCE_IN_PROGRESS:
                 break
@@ -177,9 +189,10 @@ def test_member_not_rejoining_within_the_rebalance_timeout_is_removed(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a", rebalance_ms=200)
         await h.sync(a)
-        started = asyncio.get_running_loop().time()
-        b = await h.join_new(client_id="b", rebalance_ms=200)  # a never rejoins
-        waited = asyncio.get_running_loop().time() - started
+        started = h.clock.monotonic()
+        # a never rejoins: b's join completes when the rebalance timeout ends.
+        b = await h.advance_until(h.join_new(client_id="b", rebalance_ms=200))
+        waited = h.clock.monotonic() - started
         assert b.generation_id == 2 and [m for m, _, _ in b.members] == [b.member_id]
         assert b.leader_id == b.member_id
         assert 0.15 < waited < 2
@@ -199,6 +212,9 @@ def test_members_that_do_not_sync_in_time_are_removed(tmp_path):
         a = await h.join(member_id=a.member_id, client_id="a", rebalance_ms=200)
         b = await b_task
         await h.sync(a, assignments={a.member_id: assignment(("t", 0))})  # b never syncs
+        await h.advance(199)
+        assert h.state() == "Stable" and h.manager.get_group("g").has(b.member_id)
+        await h.advance(2)
         await eventually(lambda: h.state() == "PreparingRebalance", timeout=3)
         assert not h.manager.get_group("g").has(b.member_id)
         await h.close()
@@ -211,9 +227,11 @@ def test_initial_rebalance_delay_gathers_the_first_members(tmp_path):
         config = dataclasses.replace(TEST_CONFIG, initial_rebalance_delay_ms=300)
         h = await Harness(tmp_path, config).start()
         first = asyncio.create_task(h.join_new(client_id="a"))
-        await asyncio.sleep(0.1)
+        await settle()
+        await h.advance(100)
+        assert not first.done()  # the delay holds the first member's join
         second = asyncio.create_task(h.join_new(client_id="b"))
-        a, b = await asyncio.gather(first, second)
+        a, b = await h.advance_until(asyncio.gather(first, second))
         assert a.generation_id == b.generation_id == 1
         assert len(a.members if a.members else b.members) == 2
         await h.close()
@@ -284,7 +302,7 @@ def test_static_member_rejoin_while_completing_starts_over(tmp_path):
         b = await b_task
         assert h.state() == "CompletingRebalance"
         b_sync = asyncio.create_task(h.sync(b, instance="ib"))  # waits for the leader
-        await asyncio.sleep(0.01)
+        await settle()
         # b restarts before the leader assigned: its old SyncGroup is fenced and the group
         # rebalances, since the leader may be assigning to the old member id.
         restarted = asyncio.create_task(h.join(client_id="b", instance="ib"))
@@ -323,7 +341,7 @@ def test_describe_and_list_groups(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a", topics=["t1", "t2"])
         await h.sync(a, assignments={a.member_id: assignment(("t1", 0))})
-        h.commit("simple", {("t1", 0): 3})
+        await h.commit("simple", {("t1", 0): 3})
         error, summary = h.coordinator.describe_group("g")
         assert error == ErrorCode.NONE
         assert (summary.state, summary.protocol_type, summary.protocol) == (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from group_harness import TEST_CONFIG, Harness, assignment, eventually, run
+from group_harness import TEST_CONFIG, Harness, assignment, eventually, run, settle
 
 from odradek.coordinator import OffsetAndMetadata, TopicPartition
 from odradek.coordinator.records import LoadedPartition
@@ -26,7 +26,7 @@ def stored_records(log) -> list[tuple[bytes, bytes | None]]:
 def test_simple_commits_and_fetch(tmp_path):
     async def scenario():
         h = await Harness(tmp_path).start()
-        result = h.commit("tool", {("t", 0): 10, ("t", 1): 20}, metadata="note")
+        result = await h.commit("tool", {("t", 0): 10, ("t", 1): 20}, metadata="note")
         assert set(result.values()) == {ErrorCode.NONE}
         error, offsets = h.coordinator.fetch_offsets(
             "tool", [TopicPartition("t", 0), TopicPartition("t", 5)])
@@ -37,8 +37,8 @@ def test_simple_commits_and_fetch(tmp_path):
         assert h.committed("tool") == {("t", 0): 10, ("t", 1): 20}
         assert h.coordinator.fetch_offsets("unknown", None) == (ErrorCode.NONE, {})
         # The empty group id is valid for offsets (old consumers used it).
-        assert h.commit("", {("t", 0): 1}) == {("t", 0): ErrorCode.NONE}
-        too_big = h.commit("tool", {("t", 0): 11}, metadata="x" * 5000)
+        assert await h.commit("", {("t", 0): 1}) == {("t", 0): ErrorCode.NONE}
+        too_big = await h.commit("tool", {("t", 0): 11}, metadata="x" * 5000)
         assert too_big == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE}
         assert h.committed("tool")[("t", 0)] == 10
         await h.close()
@@ -51,23 +51,23 @@ def test_member_commit_rules(tmp_path):
         h = await Harness(tmp_path).start()
         # A commit naming a generation for a group that does not exist comes from a stale
         # member.
-        assert h.commit("g", {("t", 0): 1}, member_id="m", generation=3) == {
+        assert await h.commit("g", {("t", 0): 1}, member_id="m", generation=3) == {
             ("t", 0): ErrorCode.ILLEGAL_GENERATION}
         a = await h.join_new(client_id="a")
-        assert h.commit("g", {("t", 0): 1}, member_id=a.member_id,
+        assert await h.commit("g", {("t", 0): 1}, member_id=a.member_id,
                         generation=a.generation_id) == {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
         await h.sync(a)
-        ok = h.commit("g", {("t", 0): 1}, member_id=a.member_id, generation=a.generation_id)
+        ok = await h.commit("g", {("t", 0): 1}, member_id=a.member_id, generation=a.generation_id)
         assert ok == {("t", 0): ErrorCode.NONE}
-        assert h.commit("g", {("t", 0): 2}, member_id=a.member_id, generation=9) == {
+        assert await h.commit("g", {("t", 0): 2}, member_id=a.member_id, generation=9) == {
             ("t", 0): ErrorCode.ILLEGAL_GENERATION}
-        assert h.commit("g", {("t", 0): 2}, member_id="intruder", generation=1) == {
+        assert await h.commit("g", {("t", 0): 2}, member_id="intruder", generation=1) == {
             ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
         # Outside the group (generation -1) only an Empty group takes commits.
-        assert h.commit("g", {("t", 0): 2}) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert await h.commit("g", {("t", 0): 2}) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
         h.coordinator.leave_group("g", [(a.member_id, None)])
         await eventually(lambda: h.state() == "Empty")
-        assert h.commit("g", {("t", 0): 2}) == {("t", 0): ErrorCode.NONE}
+        assert await h.commit("g", {("t", 0): 2}) == {("t", 0): ErrorCode.NONE}
         assert h.committed("g") == {("t", 0): 2}
         await h.close()
 
@@ -79,9 +79,9 @@ def test_records_use_the_versions_kafka_3_8_writes(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a")
         await h.sync(a, assignments={a.member_id: assignment(("t", 0))})
-        h.commit("g", {("t", 0): 42}, member_id=a.member_id, generation=1)
+        await h.commit("g", {("t", 0): 42}, member_id=a.member_id, generation=1)
         now = h.time_ms()
-        h.coordinator.commit_offsets("old", "", None, -1, {TopicPartition("t", 1): (
+        await h.coordinator.commit_offsets("old", "", None, -1, {TopicPartition("t", 1): (
             OffsetAndMetadata(7, commit_timestamp=now, expire_timestamp=now + 1000))})
         records = stored_records(h.logs[0])
         by_kind = {}
@@ -107,11 +107,11 @@ def test_offsets_and_groups_survive_a_reload(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a", session_ms=200)
         await h.sync(a, assignments={a.member_id: assignment(("t", 0))})
-        h.commit("g", {("t", 0): 5}, member_id=a.member_id, generation=1)
-        h.commit("g", {("t", 0): 6, ("t", 1): 1}, member_id=a.member_id, generation=1)
-        h.commit("simple", {("u", 0): 9})
-        h.commit("deleted", {("u", 0): 1})
-        assert h.coordinator.delete_groups(["deleted"]) == {"deleted": ErrorCode.NONE}
+        await h.commit("g", {("t", 0): 5}, member_id=a.member_id, generation=1)
+        await h.commit("g", {("t", 0): 6, ("t", 1): 1}, member_id=a.member_id, generation=1)
+        await h.commit("simple", {("u", 0): 9})
+        await h.commit("deleted", {("u", 0): 1})
+        assert await h.coordinator.delete_groups(["deleted"]) == {"deleted": ErrorCode.NONE}
         await h.coordinator.close()
 
         # A new coordinator replays the same log: last value per key, tombstones delete.
@@ -125,6 +125,7 @@ def test_offsets_and_groups_survive_a_reload(tmp_path):
         assert group.state.value == "Stable" and group.generation_id == 1
         assert group.members[a.member_id].assignment == assignment(("t", 0))
         # The loaded member still has to heartbeat: it does not, so it expires.
+        await h2.advance(200)
         await eventually(lambda: h2.state() == "Empty", timeout=3)
         await h2.close()
 
@@ -158,13 +159,13 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a")
         await h.sync(a)
-        h.commit("g", {("t", 0): 5}, member_id=a.member_id, generation=1)
-        assert h.coordinator.expire_offsets(h.time_ms() + 2 * RETENTION_MS) == 0  # Stable
+        await h.commit("g", {("t", 0): 5}, member_id=a.member_id, generation=1)
+        assert await h.coordinator.expire_offsets(h.time_ms() + 2 * RETENTION_MS) == 0  # Stable
         h.coordinator.leave_group("g", [(a.member_id, None)])
         await eventually(lambda: h.state() == "Empty")
         now = h.time_ms()
-        assert h.coordinator.expire_offsets(now + RETENTION_MS // 2) == 0
-        assert h.coordinator.expire_offsets(now + RETENTION_MS + 1000) == 1
+        assert await h.coordinator.expire_offsets(now + RETENTION_MS // 2) == 0
+        assert await h.coordinator.expire_offsets(now + RETENTION_MS + 1000) == 1
         assert h.coordinator.describe_group("g")[1].state == "Dead"
         # Tombstones were written: a reload finds nothing.
         records = stored_records(h.logs[0])
@@ -182,19 +183,19 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(tmp_path):
 def test_expiry_of_simple_groups_stable_groups_and_explicit_expire_times(tmp_path):
     async def scenario():
         h = await Harness(tmp_path).start()
-        h.commit("simple", {("t", 0): 1})
+        await h.commit("simple", {("t", 0): 1})
         now = h.time_ms()
         # OffsetCommit v2-v4 retention: an explicit expire timestamp wins.
-        h.coordinator.commit_offsets("simple", "", None, -1, {TopicPartition("t", 1): (
+        await h.coordinator.commit_offsets("simple", "", None, -1, {TopicPartition("t", 1): (
             OffsetAndMetadata(2, commit_timestamp=now, expire_timestamp=now + 1000))})
-        assert h.coordinator.expire_offsets(now + 2000) == 1
+        assert await h.coordinator.expire_offsets(now + 2000) == 1
         assert h.committed("simple") == {("t", 0): 1}
         # A Stable consumer group keeps the offsets of topics it subscribes to.
         a = await h.join_new(client_id="a", topics=["t"])
         await h.sync(a)
-        h.commit("g", {("t", 0): 1, ("gone", 0): 1}, member_id=a.member_id, generation=1)
+        await h.commit("g", {("t", 0): 1, ("gone", 0): 1}, member_id=a.member_id, generation=1)
         h.heartbeat(a)
-        assert h.coordinator.expire_offsets(h.time_ms() + RETENTION_MS + 1) == 2
+        assert await h.coordinator.expire_offsets(h.time_ms() + RETENTION_MS + 1) == 2
         assert h.committed("g") == {("t", 0): 1}
         assert h.committed("simple") == {}
         await h.close()
@@ -207,8 +208,8 @@ def test_delete_groups(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a")
         await h.sync(a)
-        h.commit("empty", {("t", 0): 1})
-        results = h.coordinator.delete_groups(["g", "empty", "missing"])
+        await h.commit("empty", {("t", 0): 1})
+        results = await h.coordinator.delete_groups(["g", "empty", "missing"])
         assert results == {"g": ErrorCode.NON_EMPTY_GROUP, "empty": ErrorCode.NONE,
                            "missing": ErrorCode.GROUP_ID_NOT_FOUND}
         assert h.committed("empty") == {}
@@ -224,18 +225,18 @@ def test_offset_delete(tmp_path):
         h = await Harness(tmp_path).start()
         a = await h.join_new(client_id="a", topics=["t1"])
         await h.sync(a)
-        h.commit("g", {("t1", 0): 1, ("t2", 0): 2}, member_id=a.member_id, generation=1)
-        error, results = h.coordinator.delete_offsets(
+        await h.commit("g", {("t1", 0): 1, ("t2", 0): 2}, member_id=a.member_id, generation=1)
+        error, results = await h.coordinator.delete_offsets(
             "g", [TopicPartition("t1", 0), TopicPartition("t2", 0)])
         assert error == ErrorCode.NONE
         assert results == {TopicPartition("t1", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
                            TopicPartition("t2", 0): ErrorCode.NONE}
         assert h.committed("g") == {("t1", 0): 1}
-        assert h.coordinator.delete_offsets("missing", [TopicPartition("t1", 0)])[0] == \
+        assert (await h.coordinator.delete_offsets("missing", [TopicPartition("t1", 0)]))[0] == \
             ErrorCode.GROUP_ID_NOT_FOUND
         # Deleting the last offset of an Empty group removes the group.
-        h.commit("simple", {("t1", 0): 1})
-        assert h.coordinator.delete_offsets("simple", [TopicPartition("t1", 0)]) == (
+        await h.commit("simple", {("t1", 0): 1})
+        assert await h.coordinator.delete_offsets("simple", [TopicPartition("t1", 0)]) == (
             ErrorCode.NONE, {TopicPartition("t1", 0): ErrorCode.NONE})
         assert h.coordinator.describe_group("simple")[1].state == "Dead"
         # Deleted topics take their offsets along.
@@ -251,11 +252,12 @@ def test_commits_are_rejected_while_the_partition_loads(tmp_path):
         h = Harness(tmp_path)
         h.coordinator.start()
         h.manager.loading.add(0)
-        assert h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+        assert await h.commit("g", {("t", 0): 1}) == {
+            ("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
         assert h.coordinator.list_groups()[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         h.manager.loading.clear()
         await h.coordinator.elect(0, h.logs[0])
-        assert h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.NONE}
+        assert await h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.NONE}
         await asyncio.sleep(0)
         await h.close()
 
@@ -265,17 +267,20 @@ def test_commits_are_rejected_while_the_partition_loads(tmp_path):
 def test_failed_appends_map_to_coordinator_errors(tmp_path):
     async def scenario():
         h = await Harness(tmp_path).start()
-        from odradek.protocol.errors import KafkaError
-
-        def failing(partition: int, records: bytes) -> None:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-
-        h.manager._append = failing
-        assert h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.NOT_COORDINATOR}
+        h.append_error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert await h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.NOT_COORDINATOR}
         assert h.committed("g") == {}  # nothing applied that was not stored
-        h.manager._append = lambda p, r: (_ for _ in ()).throw(
-            KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE))
-        assert h.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+        h.append_error = ErrorCode.RECORD_LIST_TOO_LARGE
+        assert await h.commit("g", {("t", 0): 1}) == {
+            ("t", 0): ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+        # An append that succeeds but does not commit in time applies nothing either.
+        h.append_error = None
+        h.hold_commits = True
+        commit = asyncio.create_task(h.commit("g", {("t", 0): 1}))
+        await settle()
+        assert h.release_commits(ErrorCode.REQUEST_TIMED_OUT) == 1
+        assert await commit == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        assert h.committed("g") == {}
         await h.close()
 
     run(scenario())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from odradek.clock import ManualClock
 from odradek.coordinator import GroupMetadataManager, java_string_hashcode, kafka_abs
 
 
@@ -19,7 +20,7 @@ def test_partition_for_uses_kafkas_abs_and_the_partition_count():
     assert kafka_abs(-(2**31)) == 0  # Utils.abs, unlike Math.abs, never stays negative
     assert kafka_abs(-5) == 5
     manager = GroupMetadataManager(lambda p, r: None, num_partitions=lambda: 50,
-                                   time_ms=lambda: 0)
+                                   clock=ManualClock(0))
     assert manager.partition_for("polygenelubricants") == 0
     assert manager.partition_for("hello") == 99162322 % 50
     negative = "consumer-group-negative"

@@ -133,6 +133,12 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_sync: set[str] = field(default_factory=set)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # Offsets appended but not committed yet (Kafka's pendingOffsetCommits): the last one
+    # staged per partition. They are not visible to OffsetFetch, but keep the group alive and
+    # their partitions out of expiration; removing a partition's offsets drops them, so a
+    # commit that lands after its tombstone was decided is not applied.
+    pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = field(
+        default_factory=dict)
     new_member_added: bool = False
     join_timer: Any = None
     sync_timer: Any = None
@@ -291,6 +297,11 @@ class Group:
         return topics
 
     # -- offsets
+    @property
+    def has_offsets(self) -> bool:
+        """Committed or pending offsets (an Empty group without any dies)."""
+        return bool(self.offsets or self.pending_offset_commits)
+
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Which offsets expire now (Kafka 2.1+, KIP-211): all of an Empty group once it has
         been empty for the retention time; of a Stable consumer group, those of topics it no
@@ -316,7 +327,7 @@ class Group:
             return []
         expired = []
         for tp, entry in self.offsets.items():
-            if tp.topic in subscribed:
+            if tp.topic in subscribed or tp in self.pending_offset_commits:
                 continue
             if entry.expire_timestamp >= 0:
                 if now_ms >= entry.expire_timestamp:

@@ -3,21 +3,25 @@
 Kafka's GroupCoordinator (the classic protocol, as 3.8 runs it by default). A group moves
 Empty -> PreparingRebalance -> CompletingRebalance -> Stable and back; JoinGroup and SyncGroup
 answers wait (as futures) until the rebalance step they belong to completes. Every deadline is
-an event-loop timer: a member's session (reset by heartbeats, commits and joins), the
-rebalance timeout of a join phase, the initial rebalance delay of a new group, the wait for
-SyncGroups after a join phase, the pending member ids of MEMBER_ID_REQUIRED, and the periodic
-offset expiration. Everything runs on the broker's event loop; there are no locks.
+a timer of the injected clock (`odradek.clock`; tests advance a manual one): a member's session
+(reset by heartbeats, commits and joins), the rebalance timeout of a join phase, the initial
+rebalance delay of a new group, the wait for SyncGroups after a join phase, the pending member
+ids of MEMBER_ID_REQUIRED, and the periodic offset expiration. Writes go through the coordinator
+runtime, which applies them once committed: OffsetCommit answers (and its offsets become
+visible) after the commit, and the leader's assignment takes effect when the group's record is
+committed, if the group is still in that generation. Everything runs on the broker's event
+loop; there are no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock, TimerHandle
 from odradek.coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
@@ -35,10 +39,6 @@ from odradek.protocol.errors import ErrorCode
 log = logging.getLogger("odradek.coordinator.group")
 
 INT32_MAX = 2**31 - 1
-
-
-def system_time_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -142,13 +142,23 @@ LeavingMember = tuple[str, str | None]  # (member id or "", group instance id)
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager,
-                 time_ms: Callable[[], int] = system_time_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.manager = manager
-        self.time_ms = time_ms
+        self.clock = clock
         self._active = False
-        self._expiration_timer: asyncio.TimerHandle | None = None
-        self._loads: set[asyncio.Task[Any]] = set()
+        self._expiration_timer: TimerHandle | None = None
+        #: background work (partition loads, periodic expirations), cancelled on close
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def time_ms(self) -> int:
+        return self.clock.time_ms()
+
+    def _spawn(self, work: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -160,24 +170,27 @@ class GroupCoordinator:
         self._active = False
         if self._expiration_timer is not None:
             self._expiration_timer.cancel()
-        for task in list(self._loads):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for partition in list(self.manager.owned | self.manager.loading):
+        for partition in [*self.manager.owned, *self.manager.loading]:
             self.resign(partition)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.manager.runtime.close()
 
     def elect(self, partition: int, log_: Any) -> asyncio.Future[Any]:
         """This broker now leads offsets partition `partition` (whose storage log is `log_`):
-        its groups load in the background; an empty partition is ready at once."""
+        its groups load in the background; an empty partition is ready at once. Electing a
+        partition led already (a new leader epoch, a new log) starts it over."""
+        if partition in self.manager.owned or partition in self.manager.loading:
+            self.resign(partition)
         generation = self.manager.start_loading(partition)
         if is_empty(log_):
             self.manager.install(partition, generation, LoadedPartition())
             done = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
-        task = asyncio.get_running_loop().create_task(self._load(partition, log_, generation))
-        self._loads.add(task)
-        task.add_done_callback(self._loads.discard)
-        return task
+        return self._spawn(self._load(partition, log_, generation))
 
     async def _load(self, partition: int, log_: Any, generation: int) -> None:
         try:
@@ -283,7 +296,7 @@ class GroupCoordinator:
         if request.require_known_member_id:
             # KIP-394: hand out the member id first, so a client that times out and retries
             # does not leave a ghost member behind.
-            group.pending_members[member_id] = asyncio.get_running_loop().call_later(
+            group.pending_members[member_id] = self.clock.call_later(
                 request.session_timeout_ms / 1000, self._expire_pending_member, group,
                 member_id)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
@@ -405,22 +418,15 @@ class GroupCoordinator:
                 self._prepare_rebalance(group, f"static member {instance_id} rejoined with "
                                                "a change of protocol")
                 return future
+            # The new member id is persisted first; the member gets its answer once that is
+            # committed (Kafka's updateStaticMemberAndRebalance).
+            future = asyncio.get_running_loop().create_future()
+            member.join_future = future
             assignment = {m.member_id: m.assignment for m in group.members.values()}
-            error = self.manager.store_group(group, assignment)
-            if error != ErrorCode.NONE:
-                group.replace_static_member(instance_id, new_member_id_, old_member_id)
-                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-                return JoinResult(error, UNKNOWN_MEMBER_ID)
-            log.info("static member %s of group %s rejoined as %s without a rebalance",
-                     instance_id, group.group_id, new_member_id_)
-            if group.is_leader(new_member_id_) and request.supports_skip_assignment:
-                # KIP-814: the leader learns it leads, but must not compute a new assignment.
-                return self._join_result(group, member, with_members=True,
-                                         skip_assignment=True)
-            # Older clients get the previous leader id, so the restarted leader does not
-            # assign (its SyncGroup would not be propagated by a Stable group).
-            return self._join_result(group, member, leader_id=current_leader or "",
-                                     with_members=False)
+            self.manager.store_group(group, assignment, lambda error: self._static_member_stored(
+                group, member, old_member_id, new_member_id_, old, current_leader,
+                request.supports_skip_assignment, error))
+            return future
         future = asyncio.get_running_loop().create_future()
         member.join_future = future
         if state == GroupState.COMPLETING_REBALANCE:
@@ -428,6 +434,38 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined while the "
                                            "group was completing a rebalance")
         return future
+
+    def _static_member_stored(self, group: Group, member: Member, old_member_id: str,
+                              new_member_id_: str, old: tuple[list[tuple[str, bytes]], int, int],
+                              current_leader: str | None, supports_skip_assignment: bool,
+                              error: ErrorCode) -> None:
+        """The write of a static member's new member id completed (without a rebalance)."""
+        instance_id = member.group_instance_id
+        assert instance_id is not None
+        if member.member_id != new_member_id_:
+            return  # a later incarnation took over meanwhile: its own write answers it
+        if error != ErrorCode.NONE:
+            log.warning("could not persist the new member id of static member %s of group %s: "
+                        "%s", instance_id, group.group_id, error.name)
+            if self.manager.is_current(group) and group.members.get(new_member_id_) is member:
+                # Revert: the old member id stays the member's.
+                group.replace_static_member(instance_id, new_member_id_, old_member_id)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                self._schedule_heartbeat(group, member)
+            self._answer_join(member, JoinResult(error, UNKNOWN_MEMBER_ID))
+            return
+        log.info("static member %s of group %s rejoined as %s without a rebalance",
+                 instance_id, group.group_id, new_member_id_)
+        if group.is_leader(new_member_id_) and supports_skip_assignment:
+            # KIP-814: the leader learns it leads, but must not compute a new assignment.
+            self._answer_join(member, self._join_result(group, member, with_members=True,
+                                                        skip_assignment=True))
+            return
+        # Older clients get the previous leader id, so the restarted leader does not assign
+        # (its SyncGroup would not be propagated by a Stable group).
+        self._answer_join(member, self._join_result(group, member,
+                                                    leader_id=current_leader or "",
+                                                    with_members=False))
 
     # ------------------------------------------------------------------------------ rebalance
 
@@ -461,8 +499,7 @@ class GroupCoordinator:
                              callback: Callable[..., None], *args: Any) -> None:
         if group.join_timer is not None:
             group.join_timer.cancel()
-        group.join_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, callback,
-                                                                 *args)
+        group.join_timer = self.clock.call_later(delay_ms / 1000, callback, *args)
 
     def _initial_join_expired(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
         if group.new_member_added and remaining_ms > 0:
@@ -500,10 +537,9 @@ class GroupCoordinator:
             return
         group.init_next_generation(self.time_ms())
         if group.state == GroupState.EMPTY:
-            error = self.manager.store_group(group, {})
-            if error != ErrorCode.NONE:
-                log.warning("could not persist the empty generation %d of group %s: %s",
-                            group.generation_id, group.group_id, error.name)
+            # Nothing waits for this write: if it fails, the previous generation comes back on
+            # reload, with no members to lose (the manager logs the failure).
+            self.manager.store_group(group, {})
             return
         log.info("stabilized group %s generation %d (protocol %s) with %d members",
                  group.group_id, group.generation_id, group.protocol_name, len(group.members))
@@ -513,7 +549,7 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member)
         # Members that do not send SyncGroup within the rebalance timeout are removed.
         group.pending_sync = set(group.members)
-        group.sync_timer = asyncio.get_running_loop().call_later(
+        group.sync_timer = self.clock.call_later(
             group.rebalance_timeout_ms() / 1000, self._pending_sync_expired, group,
             group.generation_id)
 
@@ -570,7 +606,7 @@ class GroupCoordinator:
 
     def _schedule_heartbeat(self, group: Group, member: Member) -> None:
         self._cancel_heartbeat(member)
-        member.heartbeat_timer = asyncio.get_running_loop().call_later(
+        member.heartbeat_timer = self.clock.call_later(
             member.session_timeout_ms / 1000, self._session_expired, group, member)
 
     @staticmethod
@@ -638,18 +674,26 @@ class GroupCoordinator:
         member.sync_future = future
         if group.is_leader(member_id):
             assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-            error = self.manager.store_group(group, assignment)
-            if group.state == GroupState.COMPLETING_REBALANCE \
-                    and group.generation_id == generation_id:
-                if error != ErrorCode.NONE:
-                    self._reset_and_propagate_assignment_error(group, error)
-                    self._maybe_prepare_rebalance(group, "the assignment could not be stored")
-                else:
-                    for mid, data in assignment.items():
-                        group.members[mid].assignment = data
-                    self._propagate_assignment(group, ErrorCode.NONE)
-                    group.transition_to(GroupState.STABLE, self.time_ms())
+            self.manager.store_group(group, assignment, lambda error: self._assignment_stored(
+                group, generation_id, assignment, error))
         return await asyncio.shield(future)
+
+    def _assignment_stored(self, group: Group, generation_id: int, assignment: dict[str, bytes],
+                           error: ErrorCode) -> None:
+        """The leader's assignment was committed (or not). Members may have joined or left
+        meanwhile: only a group still completing the same generation takes it (Kafka's
+        doSyncGroup storeGroup callback)."""
+        if not self.manager.is_current(group) or group.state != GroupState.COMPLETING_REBALANCE \
+                or group.generation_id != generation_id:
+            return
+        if error != ErrorCode.NONE:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(group, "the assignment could not be stored")
+            return
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NONE)
+        group.transition_to(GroupState.STABLE, self.time_ms())
 
     # ------------------------------------------------------------------------------ Heartbeat
 
@@ -722,10 +766,12 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------------------ offsets
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int,
-                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                       ) -> dict[TopicPartition, ErrorCode]:
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                             generation_id: int,
+                             offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                             ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit: answers once the offsets are committed (or failed to be); they are
+        visible to OffsetFetch from then on."""
         def all_failed(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return dict.fromkeys(offsets, error)
 
@@ -752,7 +798,7 @@ class GroupCoordinator:
                  if len(offset.metadata.encode()) <= max_size}
         results = all_failed(ErrorCode.OFFSET_METADATA_TOO_LARGE)
         if valid:
-            error = self.manager.store_offsets(group, valid)
+            error = await self.manager.store_offsets(group, valid)
             results.update(dict.fromkeys(valid, error))
         return results
 
@@ -786,10 +832,11 @@ class GroupCoordinator:
         wanted = list(offsets) if partitions is None else list(partitions)
         return ErrorCode.NONE, {tp: offsets.get(tp) for tp in wanted}
 
-    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
-                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: offsets of an Empty group, or of topics a live consumer group does
-        not subscribe to."""
+        not subscribe to. The offsets are gone at once; the answer waits for the tombstones'
+        write (whose failure, as in Kafka, does not fail the request)."""
         error = self._check(group_id)
         if error != ErrorCode.NONE:
             return error, {}
@@ -812,46 +859,55 @@ class GroupCoordinator:
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
-            self.manager.cleanup_group(group, eligible)
+            _, written = self.manager.cleanup_group(group, eligible)
             results.update(dict.fromkeys(eligible, ErrorCode.NONE))
+            await written
         return ErrorCode.NONE, {tp: results[tp] for tp in wanted}
 
     def remove_offsets_of_topics(self, topics: set[str]) -> int:
-        """Deleted topics take their committed offsets with them."""
+        """Deleted topics take their committed (and pending) offsets with them: gone at once,
+        tombstones written in the background."""
         removed = 0
         for group in list(self.manager.groups.values()):
-            if self.manager.partition_for(group.group_id) not in self.manager.owned:
+            if not self.manager.is_owned(group.group_id):
                 continue
-            gone = [tp for tp in group.offsets if tp.topic in topics]
+            gone = [tp for tp in [*group.offsets, *group.pending_offset_commits]
+                    if tp.topic in topics]
             if gone:
-                removed += self.manager.cleanup_group(group, gone)
+                removed += self.manager.cleanup_group(group, gone)[0]
         return removed
 
     def _schedule_offset_expiration(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms / 1000
-        self._expiration_timer = asyncio.get_running_loop().call_later(
-            interval, self._run_offset_expiration)
+        self._expiration_timer = self.clock.call_later(interval, self._run_offset_expiration)
 
     def _run_offset_expiration(self) -> None:
-        try:
-            self.expire_offsets()
-        except Exception:
-            log.exception("offset expiration failed")
+        self._spawn(self._expire_offsets_logged())
         if self._active:
             self._schedule_offset_expiration()
 
-    def expire_offsets(self, now_ms: int | None = None) -> int:
-        """Removes expired offsets (and the Empty groups they leave with none); returns how
-        many offsets expired."""
+    async def _expire_offsets_logged(self) -> None:
+        try:
+            await self.expire_offsets()
+        except Exception:
+            log.exception("offset expiration failed")
+
+    async def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Removes expired offsets (and the Empty groups they leave with none) and waits for
+        their tombstones; returns how many offsets expired."""
         now = self.time_ms() if now_ms is None else now_ms
         removed = 0
+        writes = []
         for group in list(self.manager.groups.values()):
-            if self.manager.partition_for(group.group_id) not in self.manager.owned:
+            if not self.manager.is_owned(group.group_id):
                 continue
-            removed += self.manager.cleanup_group(
+            count, written = self.manager.cleanup_group(
                 group, group.expired_offsets(now, self.config.offsets_retention_ms))
+            removed += count
+            writes.append(written)
         if removed:
             log.info("removed %d expired offsets", removed)
+        await asyncio.gather(*writes)
         return removed
 
     # ------------------------------------------------------------------------------ admin
@@ -889,8 +945,11 @@ class GroupCoordinator:
         ]
         return error, out
 
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups of Empty groups: gone at once; the answer waits for the tombstones'
+        write (whose failure, as in Kafka, does not fail the request)."""
         results: dict[str, ErrorCode] = {}
+        writes = []
         for group_id in group_ids:
             error = self._check(group_id, allow_empty_id=True)
             if error != ErrorCode.NONE:
@@ -903,6 +962,9 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 group.transition_to(GroupState.DEAD, self.time_ms())
-                self.manager.cleanup_group(group, list(group.offsets))
+                _, written = self.manager.cleanup_group(
+                    group, [*group.offsets, *group.pending_offset_commits])
+                writes.append(written)
                 results[group_id] = ErrorCode.NONE
+        await asyncio.gather(*writes)
         return results

@@ -4,7 +4,8 @@ Kafka's GroupMetadataManager: group G belongs to partition abs(hash(G)) % N of t
 topic; the leader of that partition coordinates G. When this broker becomes leader of an
 offsets partition it replays the partition (last value per key wins, tombstones delete) into
 groups; when it stops leading it drops them. Every change of a group's metadata or offsets is
-one record batch appended to its partition, and is applied in memory only once appended.
+one record batch written through the coordinator runtime (`runtime.py`): appended to its
+partition, and applied in memory only once committed.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.coordinator.group import Group, GroupState, OffsetAndMetadata, TopicPartition
 from odradek.coordinator.records import (
     LoadedPartition,
     Record,
-    build_batch,
     group_key,
     group_record,
     offset_key,
     offset_record,
 )
+from odradek.coordinator.runtime import Appender, CoordinatorRuntime, append_error
 from odradek.protocol.errors import ErrorCode, KafkaError
 # java_string_hashcode and kafka_abs are part of this module's (and the package's) names.
 from odradek.protocol.java import java_string_hashcode, kafka_abs
@@ -33,85 +36,94 @@ log = logging.getLogger("odradek.coordinator.metadata")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-#: append(partition, batch bytes): appends as leader of that offsets partition; raises KafkaError
-Appender = Callable[[int, bytes], Any]
-
-_NOT_AVAILABLE_ON_APPEND = frozenset({
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
-})
-_NOT_COORDINATOR_ON_APPEND = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR,
-})
-_TOO_LARGE_ON_APPEND = frozenset({
-    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE,
-})
+__all__ = ["OFFSETS_TOPIC", "Appender", "GroupMetadataManager", "append_error", "is_empty",
+           "java_string_hashcode", "kafka_abs"]
 
 
 def is_empty(log_: Any) -> bool:
     return log_.log_end_offset <= log_.log_start_offset
 
 
-def append_error(error: ErrorCode, *, for_offsets: bool) -> ErrorCode:
-    """The coordinator error a client sees for a failed append (Kafka's mapping)."""
-    if error in _NOT_AVAILABLE_ON_APPEND:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in _NOT_COORDINATOR_ON_APPEND:
-        return ErrorCode.NOT_COORDINATOR
-    if error in _TOO_LARGE_ON_APPEND and for_offsets:
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+def _error_code(write: asyncio.Future[Any]) -> asyncio.Future[ErrorCode]:
+    """The outcome of a runtime write as an error code (NONE once applied); never raises."""
+    outcome: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if outcome.done():
+            return  # the waiter gave up
+        if done.cancelled():
+            outcome.set_result(ErrorCode.NOT_COORDINATOR)
+        elif isinstance(error := done.exception(), KafkaError):
+            outcome.set_result(error.code)
+        elif error is not None:
+            outcome.set_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            outcome.set_result(ErrorCode.NONE)
+
+    write.add_done_callback(settle)
+    return outcome
+
+
+def _settled(error: ErrorCode) -> asyncio.Future[ErrorCode]:
+    done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+    done.set_result(error)
+    return done
 
 
 class GroupMetadataManager:
     """Groups of the offsets partitions this broker leads, and their records."""
 
     def __init__(self, append: Appender, *, num_partitions: Callable[[], int],
-                 time_ms: Callable[[], int], compression: Compression = Compression.NONE,
+                 clock: Clock = SYSTEM_CLOCK, compression: Compression = Compression.NONE,
                  load_buffer_size: int = 5 * 1024 * 1024) -> None:
-        self._append = append
+        self.runtime = CoordinatorRuntime(append, clock=clock, compression=compression)
+        self.clock = clock
         self._num_partitions = num_partitions
-        self.time_ms = time_ms
-        self.compression = compression
         self.load_buffer_size = load_buffer_size
         self.groups: dict[str, Group] = {}
-        self.owned: set[int] = set()
-        self.loading: set[int] = set()
-        self._load_generation: dict[int, int] = {}
+
+    def time_ms(self) -> int:
+        return self.clock.time_ms()
 
     # -- ownership
+    @property
+    def owned(self) -> dict[int, int]:
+        """Offsets partitions coordinated here -> the generation they were loaded in."""
+        return self.runtime.owned
+
+    @property
+    def loading(self) -> set[int]:
+        return self.runtime.loading
+
     def partition_for(self, group_id: str) -> int:
         return kafka_abs(java_string_hashcode(group_id)) % self._num_partitions()
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
-        partition = self.partition_for(group_id)
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+        return self.runtime.error_for(self.partition_for(group_id))
+
+    def is_owned(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.runtime.owned
 
     @property
     def is_loading(self) -> bool:
-        return bool(self.loading)
+        return self.runtime.is_loading
 
     def start_loading(self, partition: int) -> int:
         """Marks `partition` as loading (requests for its groups answer
-        COORDINATOR_LOAD_IN_PROGRESS); returns the token `install` checks."""
-        generation = self._load_generation.get(partition, 0) + 1
-        self._load_generation[partition] = generation
-        self.loading.add(partition)
-        self.owned.discard(partition)
-        return generation
+        COORDINATOR_LOAD_IN_PROGRESS); returns the generation `install` checks."""
+        return self.runtime.start_loading(partition)
 
     def install(self, partition: int, generation: int,
                 loaded: LoadedPartition) -> list[Group]:
         """Makes this broker the coordinator of `partition` with the groups replayed from it;
         nothing happens if the partition was unloaded or reloaded since `start_loading`."""
-        if self._load_generation.get(partition) != generation:
+        if not self.runtime.is_current(partition, generation):
             return []
-        self.loading.discard(partition)
-        self.owned.add(partition)
+        groups = self._install(partition, loaded)
+        self.runtime.complete_loading(partition, generation)
+        return groups
+
+    def _install(self, partition: int, loaded: LoadedPartition) -> list[Group]:
         now = self.time_ms()
         groups = []
         for group_id in loaded.group_ids():
@@ -128,17 +140,20 @@ class GroupMetadataManager:
         it is empty) and returns the groups it holds."""
         if generation is None:
             generation = self.start_loading(partition)
+        if is_empty(log_):
+            return self.install(partition, generation, LoadedPartition())
         started = self.time_ms()
-        try:
-            loaded = await asyncio.to_thread(self._replay, log_) if not is_empty(log_) \
-                else LoadedPartition()
-        except Exception:
-            if self._load_generation.get(partition) == generation:
-                self.loading.discard(partition)
-            raise
-        groups = self.install(partition, generation, loaded)
+
+        def install(loaded: LoadedPartition) -> tuple[list[Group], int]:
+            return self._install(partition, loaded), loaded.records
+
+        installed = await self.runtime.load(partition, partial(self._replay, log_), install,
+                                            generation)
+        if installed is None:
+            return []  # unloaded or reloaded meanwhile
+        groups, records = installed
         log.info("loaded %d groups from %s-%d (%d records) in %d ms", len(groups),
-                 OFFSETS_TOPIC, partition, loaded.records, self.time_ms() - started)
+                 OFFSETS_TOPIC, partition, records, self.time_ms() - started)
         return groups
 
     def _replay(self, log_: Any) -> LoadedPartition:
@@ -154,18 +169,21 @@ class GroupMetadataManager:
         return loaded
 
     def unload_partition(self, partition: int) -> list[Group]:
-        """Stops coordinating `partition`; returns the groups dropped."""
-        self._load_generation[partition] = self._load_generation.get(partition, 0) + 1
-        self.owned.discard(partition)
-        self.loading.discard(partition)
+        """Stops coordinating `partition`; returns the groups dropped. Its writes not yet
+        applied fail with NOT_COORDINATOR (after the groups are gone)."""
         dropped = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in dropped:
             del self.groups[group.group_id]
+        self.runtime.unload(partition)
         return dropped
 
     # -- groups
     def get_group(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
+
+    def is_current(self, group: Group) -> bool:
+        """Whether `group` is still the one coordinated here under its id."""
+        return self.groups.get(group.group_id) is group
 
     def add_group(self, group: Group) -> Group:
         return self.groups.setdefault(group.group_id, group)
@@ -175,49 +193,77 @@ class GroupMetadataManager:
             del self.groups[group.group_id]
 
     # -- persistence
-    def _write(self, group_id: str, records: list[Record]) -> ErrorCode:
-        """Appends `records` as one batch to the group's partition; NONE or the append error."""
-        partition = self.partition_for(group_id)
-        if partition not in self.owned:
-            return ErrorCode.NOT_COORDINATOR
-        try:
-            self._append(partition, build_batch(records, self.time_ms(), self.compression))
-        except KafkaError as exc:
-            log.warning("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            return exc.code
-        return ErrorCode.NONE
+    def _write(self, group_id: str, records: list[Record], apply: Callable[[], Any],
+               on_failure: Callable[[ErrorCode], Any] | None = None, *,
+               for_offsets: bool = False) -> asyncio.Future[ErrorCode]:
+        write = self.runtime.write(self.partition_for(group_id), records, apply,
+                                   on_failure=on_failure,
+                                   map_error=partial(append_error, for_offsets=for_offsets))
+        return _error_code(write)
 
-    def store_group(self, group: Group, assignment: dict[str, bytes]) -> ErrorCode:
-        """Persists the group's metadata with `assignment` (member id -> bytes)."""
-        error = self._write(group.group_id, [group_record(group, assignment)])
-        return error if error == ErrorCode.NONE else append_error(error, for_offsets=False)
+    def store_group(self, group: Group, assignment: dict[str, bytes],
+                    on_stored: Callable[[ErrorCode], Any] | None = None,
+                    ) -> asyncio.Future[ErrorCode]:
+        """Persists the group's metadata as it is now, with `assignment` (member id -> bytes).
+        Once the write is committed or failed, `on_stored(NONE or the coordinator error)`
+        runs (whether or not anyone awaits the returned outcome)."""
+        def stored() -> None:
+            if on_stored is not None:
+                on_stored(ErrorCode.NONE)
 
-    def store_offsets(self, group: Group,
-                      offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
-        """Persists `offsets` (one batch: all or nothing) and then applies them to the group."""
+        def failed(error: ErrorCode) -> None:
+            log.warning("could not store the metadata of group %s generation %d: %s",
+                        group.group_id, group.generation_id, error.name)
+            if on_stored is not None:
+                on_stored(error)
+
+        return self._write(group.group_id, [group_record(group, assignment)], stored, failed)
+
+    def store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata],
+                      ) -> asyncio.Future[ErrorCode]:
+        """Persists `offsets` (one batch: all or nothing); they are applied to the group, and
+        visible to OffsetFetch, once committed. Resolves to NONE or the coordinator error."""
+        pending = group.pending_offset_commits
+        pending.update(offsets)
+
+        def committed() -> None:
+            for tp, offset in offsets.items():
+                if tp not in pending:
+                    continue  # removed (deleted, expired) while the commit was in flight
+                group.offsets[tp] = offset
+                if pending[tp] is offset:
+                    del pending[tp]
+
+        def failed(error: ErrorCode) -> None:
+            for tp, offset in offsets.items():
+                if pending.get(tp) is offset:
+                    del pending[tp]
+
         records = [offset_record(group.group_id, tp, offset) for tp, offset in offsets.items()]
-        error = self._write(group.group_id, records)
-        if error != ErrorCode.NONE:
-            return append_error(error, for_offsets=True)
-        group.offsets.update(offsets)
-        return ErrorCode.NONE
+        return self._write(group.group_id, records, committed, failed, for_offsets=True)
 
-    def cleanup_group(self, group: Group, removed: Iterable[TopicPartition]) -> int:
-        """Removes offsets (tombstones); an Empty group left without offsets dies and its
-        metadata is tombstoned too. Returns how many offsets were removed."""
-        removed = [tp for tp in removed if tp in group.offsets]
+    def cleanup_group(self, group: Group, removed: Iterable[TopicPartition],
+                      ) -> tuple[int, asyncio.Future[ErrorCode]]:
+        """Removes offsets (committed or pending) at once and writes their tombstones; an Empty
+        group left without offsets dies and its metadata is tombstoned too. Returns how many
+        offsets were removed, and the outcome of the tombstones' write (failures are logged:
+        the in-memory removal stands, the records come back on reload and expire again)."""
+        removed = [tp for tp in dict.fromkeys(removed)
+                   if tp in group.offsets or tp in group.pending_offset_commits]
         for tp in removed:
-            del group.offsets[tp]
+            group.offsets.pop(tp, None)
+            group.pending_offset_commits.pop(tp, None)
         records: list[Record] = [(offset_key(group.group_id, tp), None) for tp in removed]
-        if group.state == GroupState.EMPTY and not group.offsets:
+        if group.state == GroupState.EMPTY and not group.has_offsets:
             group.transition_to(GroupState.DEAD, self.time_ms())
         if group.state == GroupState.DEAD:
             self.remove_group(group)
             records.append((group_key(group.group_id), None))
-        if records:
-            error = self._write(group.group_id, records)
-            if error != ErrorCode.NONE:
-                # The in-memory removal stands; the records come back on reload and expire again.
-                log.warning("could not write tombstones for group %s: %s", group.group_id,
-                            error.name)
-        return len(removed)
+        if not records:
+            return 0, _settled(ErrorCode.NONE)
+
+        def failed(error: ErrorCode) -> None:
+            log.warning("could not write tombstones for group %s: %s", group.group_id,
+                        error.name)
+
+        return len(removed), self._write(group.group_id, records, lambda: None, failed)

@@ -10,7 +10,6 @@ tombstone. Replaying a partition keeps the last value per key, so the log can be
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,14 +20,11 @@ from odradek.coordinator.group import (
     OffsetAndMetadata,
     TopicPartition,
 )
+# build_batch lives in the runtime; imported here too for the writers of offsets records.
+from odradek.coordinator.runtime import Record, build_batch  # noqa: F401
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError
-from odradek.protocol.records import (
-    Compression,
-    RecordBatchBuilder,
-    iter_batches,
-    iter_records,
-)
+from odradek.protocol.records import iter_batches, iter_records
 
 log = logging.getLogger("odradek.coordinator.records")
 
@@ -38,7 +34,6 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
-Record = tuple[bytes, bytes | None]  # (key, value); a None value is a tombstone
 
 
 def offset_key(group_id: str, tp: TopicPartition) -> bytes:
@@ -88,14 +83,6 @@ def group_record(group: Group, assignment: dict[str, bytes]) -> Record:
         ],
     )
     return group_key(group.group_id), m.encode_versioned(value, GROUP_METADATA_VALUE_VERSION)
-
-
-def build_batch(records: Iterable[Record], now_ms: int,
-                compression: Compression = Compression.NONE) -> bytes:
-    builder = RecordBatchBuilder(compression=compression)
-    for key, value in records:
-        builder.append(now_ms, key, value)
-    return builder.build()
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from odradek.coordinator import (
     OffsetAndMetadata,
     TopicPartition,
 )
-from odradek.coordinator.group_coordinator import system_time_ms
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
@@ -98,14 +97,16 @@ def start_group_coordinator(broker: Broker) -> GroupCoordinator:
         return len(topic.partitions) if topic is not None else \
             int(config.get("offsets.topic.num.partitions"))
 
-    def append(partition: int, records: bytes) -> None:
+    async def append(partition: int, records: bytes) -> None:
+        # The coordinator's appender resolves once the batch is committed; on one node the
+        # local append is the commit for now.
         broker.replica_manager.append(OFFSETS_TOPIC, partition, records, required_acks=-1)
 
     manager = GroupMetadataManager(
-        append, num_partitions=num_partitions, time_ms=system_time_ms,
+        append, num_partitions=num_partitions,
         compression=Compression(int(config.get("offsets.topic.compression.codec"))),
         load_buffer_size=int(config.get("offsets.load.buffer.size")))
-    coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager, system_time_ms)
+    coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager)
     coordinator.start()
     follower = OffsetsTopicFollower(broker, coordinator)
     follower.topics = set(broker.image.topics_by_name)
@@ -265,7 +266,7 @@ def _partition_exists(image: MetadataImage, tp: TopicPartition) -> bool:
     return topic is not None and tp.partition in topic.partitions
 
 
-def offset_commit(broker: Broker, ctx: RequestContext, req: m.OffsetCommitRequest):
+async def offset_commit(broker: Broker, ctx: RequestContext, req: m.OffsetCommitRequest):
     version = ctx.api_version
     R = m.OffsetCommitResponse
     coordinator = _coordinator(broker)
@@ -290,7 +291,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: m.OffsetCommitReques
                 expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
             )
     if offsets:
-        errors.update(coordinator.commit_offsets(
+        errors.update(await coordinator.commit_offsets(
             req.group_id,
             req.member_id if version >= 1 else "",
             req.group_instance_id if version >= 7 else None,
@@ -360,7 +361,7 @@ def offset_fetch(broker: Broker, ctx: RequestContext, req: m.OffsetFetchRequest)
     )
 
 
-def offset_delete(broker: Broker, ctx: RequestContext, req: m.OffsetDeleteRequest):
+async def offset_delete(broker: Broker, ctx: RequestContext, req: m.OffsetDeleteRequest):
     R = m.OffsetDeleteResponse
     image = broker.image
     errors: dict[TopicPartition, ErrorCode] = {}
@@ -372,7 +373,7 @@ def offset_delete(broker: Broker, ctx: RequestContext, req: m.OffsetDeleteReques
                 wanted.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, deleted = _coordinator(broker).delete_offsets(req.group_id, wanted)
+    error, deleted = await _coordinator(broker).delete_offsets(req.group_id, wanted)
     if error != ErrorCode.NONE:
         return R(error_code=error)
     errors.update(deleted)
@@ -422,8 +423,8 @@ def list_groups(broker: Broker, ctx: RequestContext, req: m.ListGroupsRequest):
         for group in groups])
 
 
-def delete_groups(broker: Broker, ctx: RequestContext, req: m.DeleteGroupsRequest):
+async def delete_groups(broker: Broker, ctx: RequestContext, req: m.DeleteGroupsRequest):
     R = m.DeleteGroupsResponse
-    results = _coordinator(broker).delete_groups(req.groups_names)
+    results = await _coordinator(broker).delete_groups(req.groups_names)
     return R(results=[R.DeletableGroupResult(group_id=group_id, error_code=error)
                       for group_id, error in results.items()])
