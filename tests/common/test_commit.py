@@ -4,6 +4,7 @@ passes them; wait_for_commits is bounded by an injectable clock (no real sleepin
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -124,8 +125,6 @@ def test_fail_all_of_unobserved_futures_is_not_an_unhandled_error() -> None:
         waiters = CommitWaiters()
         waiters.wait(1)  # dropped at once
         waiters.fail_all(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-        import gc
-
         gc.collect()
         await settle()
         return reported
