@@ -97,10 +97,13 @@ def start_group_coordinator(broker: Broker) -> GroupCoordinator:
         return len(topic.partitions) if topic is not None else \
             int(config.get("offsets.topic.num.partitions"))
 
+    commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
+
     async def append(partition: int, records: bytes) -> None:
-        # The coordinator's appender resolves once the batch is committed; on one node the
-        # local append is the commit for now.
-        broker.replica_manager.append(OFFSETS_TOPIC, partition, records, required_acks=-1)
+        # Resolves once the high watermark passes the batch (raises KafkaError otherwise):
+        # the coordinator applies what it wrote only then.
+        await broker.replica_manager.append_and_wait(OFFSETS_TOPIC, partition, records,
+                                                     commit_timeout_ms)
 
     manager = GroupMetadataManager(
         append, num_partitions=num_partitions,
