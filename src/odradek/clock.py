@@ -57,7 +57,7 @@ SYSTEM_CLOCK = SystemClock()
 class _ManualTimer:
     __slots__ = ("deadline", "seq", "callback", "args", "cancelled")
 
-    def __init__(self, deadline: float, seq: int, callback: Callable[..., Any],
+    def __init__(self, deadline: int, seq: int, callback: Callable[..., Any],
                  args: tuple[Any, ...]) -> None:
         self.deadline = deadline
         self.seq = seq
@@ -76,18 +76,20 @@ class ManualClock:
     """A clock for tests: `advance(ms)` moves time and fires due timers synchronously."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self._now_s = start_ms / 1000
+        # Integer nanoseconds: deadlines compare exactly (no float rounding at epoch scale).
+        self._now_ns = start_ms * 1_000_000
         self._timers: list[_ManualTimer] = []
         self._seq = itertools.count()
 
     def time_ms(self) -> int:
-        return round(self._now_s * 1000)
+        return self._now_ns // 1_000_000
 
     def monotonic(self) -> float:
-        return self._now_s
+        return self._now_ns / 1e9
 
     def call_later(self, delay_s: float, callback: Callable[..., Any], *args: Any) -> TimerHandle:
-        timer = _ManualTimer(self._now_s + max(delay_s, 0.0), next(self._seq), callback, args)
+        deadline = self._now_ns + max(round(delay_s * 1e9), 0)
+        timer = _ManualTimer(deadline, next(self._seq), callback, args)
         heapq.heappush(self._timers, timer)
         return timer
 
@@ -103,14 +105,14 @@ class ManualClock:
     def advance(self, ms: float) -> int:
         """Moves time forward by `ms`, firing every timer due by then (timers scheduled by a
         callback fire too if they fall in the window). Returns how many fired."""
-        target = self._now_s + ms / 1000
+        target = self._now_ns + round(ms * 1_000_000)
         fired = 0
         while self._timers and self._timers[0].deadline <= target:
             timer = heapq.heappop(self._timers)
             if timer.cancelled:
                 continue
-            self._now_s = max(self._now_s, timer.deadline)
+            self._now_ns = max(self._now_ns, timer.deadline)
             timer.callback(*timer.args)
             fired += 1
-        self._now_s = target
+        self._now_ns = target
         return fired

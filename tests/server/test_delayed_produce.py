@@ -39,9 +39,9 @@ def _hold_back_high_watermark(broker: InProcessBroker, topic: str) -> None:
 def _follower_fetched(broker: InProcessBroker, topic: str, offset: int) -> int:
     """The follower reports it has everything below `offset`; returns the high watermark."""
     def fetched_up_to() -> int:
-        partition = broker.broker.replica_manager.partitions[(topic, 0)]
-        partition.update_follower_fetch_state(FOLLOWER, offset, int(time.time() * 1000))
-        return partition.log.high_watermark
+        replica_manager = broker.broker.replica_manager
+        replica_manager.update_follower_fetch_state(topic, 0, FOLLOWER, offset)
+        return replica_manager.partitions[(topic, 0)].log.high_watermark
     return broker.call(fetched_up_to)
 
 

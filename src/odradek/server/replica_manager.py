@@ -353,6 +353,15 @@ class ReplicaManager:
             raise KafkaError(error, f"append to {topic}-{index} was not committed")
         return pending.result
 
+    def update_follower_fetch_state(self, topic: str, index: int, replica_id: int,
+                                    log_end_offset: int) -> None:
+        """A follower's fetch told the leader its position; a high watermark that moved wakes
+        the long polls waiting for committed data."""
+        partition = self.leader_partition_or_raise(topic, index)
+        if partition.update_follower_fetch_state(replica_id, log_end_offset,
+                                                 self.clock.time_ms()):
+            self.fetch_purgatory.notify(partition.key)
+
     # -- fetch
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
              current_leader_epoch: int, isolation: FetchIsolation, min_one_batch: bool,
