@@ -1,5 +1,5 @@
-"""Broker admin operations hold the admin lock until their records are committed: the next
-operation, and a reader of `broker.image` right after one returns, see the records - even when
+"""The controller's operations hold its lock until their records are committed: the next
+operation, and a reader of the image right after one returns, see the records - even when
 the caller went away (its connection closed) while the commit was pending."""
 
 from __future__ import annotations
@@ -10,25 +10,21 @@ import uuid
 
 from odradek.controller.controller import ControllerState, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
+from odradek.controller.quorum_controller import QuorumController
+from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.protocol.errors import ErrorCode
-from odradek.server.broker import Broker
 from odradek.storage import Log
 from odradek.storage.config import validate_topic_props
 
 from test_quorum import WAIT_S, HeldFlush, open_log
 
 
-def admin_broker(quorum: MetadataQuorum) -> Broker:
-    """A Broker with only what admin operations use: its quorum, controller and lock."""
-    broker = Broker.__new__(Broker)
-    broker.quorum = quorum
-    broker.node_id = 1
-    broker._admin_lock = asyncio.Lock()
-    broker._producer_ids = None
-    broker.controller = ControllerState(num_partitions=1, default_replication_factor=1,
-                                        config_validator=validate_topic_props,
-                                        rng=random.Random(1))
-    return broker
+def quorum_controller(quorum: MetadataQuorum) -> QuorumController:
+    return QuorumController(
+        quorum,
+        ControllerState(num_partitions=1, default_replication_factor=1,
+                        config_validator=validate_topic_props, rng=random.Random(1)),
+        is_dynamic_broker_config=lambda name: False, list_topic_configs=frozenset())
 
 
 async def registered_quorum(log: Log, flush: HeldFlush | None = None) -> MetadataQuorum:
@@ -50,11 +46,15 @@ async def registered_quorum(log: Log, flush: HeldFlush | None = None) -> Metadat
 def test_an_admin_op_returns_with_the_new_image(tmp_path):
     async def scenario() -> None:
         quorum = await registered_quorum(open_log(tmp_path))
-        broker = admin_broker(quorum)
-        (result,) = await broker.create_topics([TopicSpec("orders")])
+        controller = quorum_controller(quorum)
+        (result,) = await controller.create_topics([TopicSpec("orders")])
         assert result.error == ErrorCode.NONE
-        assert "orders" in broker.image.topics_by_name  # as auto-create relies on
-        assert await broker.next_producer_id() == 0 and broker.image.next_producer_id == 1000
+        assert "orders" in quorum.image.topics_by_name  # as auto-create relies on
+        producer_ids = ProducerIdManager(lambda: controller.allocate_producer_ids(1, 0))
+        assert await producer_ids.generate_producer_id() == 0
+        assert quorum.image.next_producer_id == 1000
+        assert await producer_ids.generate_producer_id() == 1  # from the same block
+        assert quorum.image.next_producer_id == 1000
         await quorum.close()
 
     asyncio.run(scenario())
@@ -65,21 +65,21 @@ def test_a_cancelled_admin_op_keeps_the_lock_until_its_records_commit(tmp_path):
         log = open_log(tmp_path)
         flush = HeldFlush(log)
         quorum = await registered_quorum(log, flush)
-        broker = admin_broker(quorum)
-        first = asyncio.ensure_future(broker.create_topics([TopicSpec("orders")]))
+        controller = quorum_controller(quorum)
+        first = asyncio.ensure_future(controller.create_topics([TopicSpec("orders")]))
         await asyncio.wait_for(flush.started.wait(), WAIT_S)
         await asyncio.sleep(0)
         first.cancel()  # the client disconnected
-        second = asyncio.ensure_future(broker.create_topics([TopicSpec("orders")]))
+        second = asyncio.ensure_future(controller.create_topics([TopicSpec("orders")]))
         for _ in range(20):
             await asyncio.sleep(0)
-        assert not second.done() and broker._admin_lock.locked()
+        assert not second.done() and controller._lock.locked()
         flush.release()
         (result,) = await asyncio.wait_for(second, WAIT_S)
         assert first.cancelled()
         # The second op computed its records from an image with the first one's topic.
         assert result.error == ErrorCode.TOPIC_ALREADY_EXISTS
-        assert list(broker.image.topics_by_name) == ["orders"]
+        assert list(quorum.image.topics_by_name) == ["orders"]
         await quorum.close()
 
     asyncio.run(scenario())

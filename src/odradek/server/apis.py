@@ -10,12 +10,18 @@ enable only `CONTROLLER_APIS`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import functools
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.messages import API_BY_KEY
-from odradek.server.handlers import admin, groups, metadata, producer_ids, sasl
+from odradek.server.handlers import sasl
+
+if TYPE_CHECKING:
+    from odradek.server.handlers.admin import AdminApis
+    from odradek.server.handlers.fetch import FetchApis
+    from odradek.server.handlers.groups import GroupApis
+    from odradek.server.handlers.metadata import MetadataApis
+    from odradek.server.handlers.produce import ProduceApis
+    from odradek.server.handlers.producer_ids import ProducerIdApis
 
 #: handler(ctx, request) -> response (or an awaitable of it)
 Handler = Callable[..., Any]
@@ -30,45 +36,48 @@ SERVED_VERSIONS: dict[int, int] = {
     75: 0,
 }
 
-# Handlers that still take the whole broker as their first argument (the others are methods
-# of objects holding only the services they need, bound by the broker).
-BROKER_HANDLERS: dict[int, Callable[..., Any]] = {
-    3: metadata.metadata,
-    8: groups.offset_commit,
-    9: groups.offset_fetch,
-    10: groups.find_coordinator,
-    11: groups.join_group,
-    12: groups.heartbeat,
-    13: groups.leave_group,
-    14: groups.sync_group,
-    15: groups.describe_groups,
-    16: groups.list_groups,
-    17: sasl.sasl_handshake,
-    18: metadata.api_versions,
-    19: admin.create_topics,
-    20: admin.delete_topics,
-    21: admin.delete_records,
-    22: producer_ids.init_producer_id,
-    32: admin.describe_configs,
-    33: admin.alter_configs,
-    35: admin.describe_log_dirs,
-    36: sasl.sasl_authenticate,
-    37: admin.create_partitions,
-    42: groups.delete_groups,
-    44: admin.incremental_alter_configs,
-    47: groups.offset_delete,
-    60: metadata.describe_cluster,
-    75: metadata.describe_topic_partitions,
-}
-
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset({17, 18, 36, 60})
 BROKER_LISTENER = "broker"
 CONTROLLER_LISTENER = "controller"
 
 
-def bind_broker_handlers(broker: Any) -> dict[int, Handler]:
-    return {key: functools.partial(handler, broker) for key, handler in BROKER_HANDLERS.items()}
+def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
+                  groups: GroupApis, admin: AdminApis,
+                  producer_ids: ProducerIdApis) -> dict[int, Handler]:
+    """The handler of every served API, from the objects that answer each API family."""
+    return {
+        0: produce.produce,
+        1: fetch.fetch,
+        2: fetch.list_offsets,
+        3: metadata.metadata,
+        8: groups.offset_commit,
+        9: groups.offset_fetch,
+        10: groups.find_coordinator,
+        11: groups.join_group,
+        12: groups.heartbeat,
+        13: groups.leave_group,
+        14: groups.sync_group,
+        15: groups.describe_groups,
+        16: groups.list_groups,
+        17: sasl.sasl_handshake,
+        18: metadata.api_versions,
+        19: admin.create_topics,
+        20: admin.delete_topics,
+        21: admin.delete_records,
+        22: producer_ids.init_producer_id,
+        23: fetch.offset_for_leader_epoch,
+        32: admin.describe_configs,
+        33: admin.alter_configs,
+        35: admin.describe_log_dirs,
+        36: sasl.sasl_authenticate,
+        37: admin.create_partitions,
+        42: groups.delete_groups,
+        44: admin.incremental_alter_configs,
+        47: groups.offset_delete,
+        60: metadata.describe_cluster,
+        75: metadata.describe_topic_partitions,
+    }
 
 
 class ApiTable:

@@ -15,33 +15,25 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from odradek.config import describe as config_describe
-from odradek.config.describe import ConfigEntry
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
-from odradek.controller.controller import ControllerState, OpResult, TopicSpec
+from odradek.controller.controller import ControllerState
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
+from odradek.controller.quorum_controller import QuorumController
 from odradek.coordinator import GroupCoordinator
-from odradek.metadata.image import (
-    METADATA_VERSION_FEATURE,
-    RESOURCE_BROKER,
-    MetadataImage,
-)
-from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
-from odradek.server.apis import (
-    BROKER_LISTENER,
-    CONTROLLER_LISTENER,
-    ApiTable,
-    bind_broker_handlers,
-)
+from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.metadata.cache import MetadataCache
+from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
+from odradek.server.apis import BROKER_LISTENER, CONTROLLER_LISTENER, ApiTable, handler_table
+from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.fetch import FetchApis
-from odradek.server.handlers.groups import start_group_coordinator
-from odradek.server.handlers.metadata import unsupported_api_versions_response
+from odradek.server.handlers.groups import GroupApis
+from odradek.server.handlers.metadata import MetadataApis, unsupported_api_versions_response
 from odradek.server.handlers.produce import ProduceApis
+from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
@@ -83,21 +75,18 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.group_coordinator: GroupCoordinator | None = None  # group coordinator
+        self.metadata_cache: MetadataCache | None = None
+        self.controller: QuorumController | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
+        self.broker_epoch = -1
         self._tasks: list[asyncio.Task] = []
-        self._admin_lock = asyncio.Lock()
-        self._producer_ids: list[int] | None = None  # [next, end) of our current block
         self.default_log_config: LogConfig = config.log_config()
-        self.controller = ControllerState(
-            num_partitions=int(config.get("num.partitions")),
-            default_replication_factor=int(config.get("default.replication.factor")),
-            config_validator=validate_topic_props,
-        )
 
     # -- lifecycle
     @property
     def image(self) -> MetadataImage:
-        return self.quorum.image  # type: ignore[union-attr]
+        return self.metadata_cache.image  # type: ignore[union-attr]
 
     async def start(self) -> None:
         meta = read_meta_properties(self.metadata_log_dir)
@@ -123,20 +112,35 @@ class Broker:
                            metadata_config, had_clean_shutdown=False)
         self.quorum = MetadataQuorum(metadata_log, self.node_id)
         self.quorum.load()
+        self.metadata_cache = MetadataCache(self.quorum.image)
+        self.quorum.listeners.append(self.metadata_cache.publish)
         await self.quorum.become_leader()
-        await self._bootstrap_metadata()
+        self.controller = QuorumController(
+            self.quorum,
+            ControllerState(
+                num_partitions=int(self.config.get("num.partitions")),
+                default_replication_factor=int(self.config.get("default.replication.factor")),
+                config_validator=validate_topic_props,
+            ),
+            is_dynamic_broker_config=self.config.is_dynamic,
+            list_topic_configs=LIST_TOPIC_CONFIGS,
+        )
+        await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
+        await self._register_broker()
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
                                               self.default_log_config)
         self.replica_manager.apply_image(self.image)
-        self.quorum.listeners.append(self.replica_manager.apply_image)
-        # group coordinator: follows the leadership of the __consumer_offsets partitions
-        self.group_coordinator = start_group_coordinator(self)
+        self.metadata_cache.subscribe(self.replica_manager.apply_image)
+        # Follows the leadership of the __consumer_offsets partitions (after the replica
+        # manager in the subscription order, since it reads the partitions it opened).
+        self.group_coordinator = start_group_coordinator(self.config, self.metadata_cache,
+                                                         self.replica_manager)
         self._bind_handlers()
 
         self.network = NetworkServer(
             dispatcher=self.dispatch,
             unsupported_version_response=lambda header: unsupported_api_versions_response(
-                self, header),
+                self.apis, header),
             max_request_size=int(self.config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
         )
@@ -161,28 +165,20 @@ class Broker:
                                security_protocol=e.security_protocol)
                 for e in self.config.listeners]
 
-    async def _bootstrap_metadata(self) -> None:
-        async with self._admin_lock:
-            if self.image.metadata_version == 0:
-                await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
-                                                         feature_level=METADATA_VERSION_LEVEL)])
-        await self._register_broker()
-
     async def _register_broker(self) -> None:
-        # Under the admin lock: the re-registration after the listeners open may race with
-        # the first admin requests.
-        async with self._admin_lock:
-            bound = self.network.bound_ports if self.network else {}
-            endpoints = []
-            for adv in self.config.advertised_listeners:
-                port = adv.port or bound.get(adv.name, 0)
-                host = adv.host or socket.getfqdn()
-                endpoints.append((adv.name, host, port, adv.security_protocol_id))
-            epoch = self.quorum.log.log_end_offset  # type: ignore[union-attr]
-            records = self.controller.register_broker(
-                self.image, self.node_id, uuid.uuid4(), epoch, endpoints,
-                self.config.get("broker.rack"), self.supported_features)
-            await self._commit(records)
+        bound = self.network.bound_ports if self.network else {}
+        endpoints = []
+        for adv in self.config.advertised_listeners:
+            port = adv.port or bound.get(adv.name, 0)
+            host = adv.host or socket.getfqdn()
+            endpoints.append((adv.name, host, port, adv.security_protocol_id))
+        self.broker_epoch = await self.controller.register_broker(  # type: ignore[union-attr]
+            self.node_id, uuid.uuid4(), endpoints, self.config.get("broker.rack"),
+            self.supported_features)
+
+    async def _allocate_producer_ids(self) -> tuple[int, int]:
+        return await self.controller.allocate_producer_ids(  # type: ignore[union-attr]
+            self.node_id, self.broker_epoch)
 
     async def _housekeeping(self) -> None:
         """Periodic log work (retention, flushes, checkpoints, delayed deletions): the log
@@ -214,16 +210,27 @@ class Broker:
     # -- request dispatch
     def _bind_handlers(self) -> None:
         """Each API family gets the services it needs."""
+        cache, controller = self.metadata_cache, self.controller
         replica_manager = self.replica_manager
-        produce = ProduceApis(replica_manager)
-        fetch = FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes)
-        self.apis.bind(bind_broker_handlers(self))
-        self.apis.bind({
-            0: produce.produce,
-            1: fetch.fetch,
-            2: fetch.list_offsets,
-            23: fetch.offset_for_leader_epoch,
-        })
+        assert cache is not None and controller is not None and replica_manager is not None
+        self.apis.bind(handler_table(
+            metadata=MetadataApis(
+                cache=cache, apis=self.apis, cluster_id=self.cluster_id,
+                controller_id=lambda: self.controller_id, listener_kind=self.listener_kind,
+                controller_endpoints=self.controller_endpoints,
+                supported_features=self.supported_features,
+                create_topics=controller.create_topics,
+                auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable"))),
+            produce=ProduceApis(replica_manager),
+            fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
+            groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
+                             cache, OffsetsTopicCreator(self.config, cache,
+                                                        controller.create_topics)),
+            admin=AdminApis(node_id=self.node_id, config=self.config,
+                            default_log_config=self.default_log_config, cache=cache,
+                            controller=controller, replica_manager=replica_manager),
+            producer_ids=ProducerIdApis(self.producer_ids),
+        ))
 
     def listener_kind(self, listener_name: str) -> str:
         """Whether a listener is a controller listener (which serves only controller APIs)."""
@@ -257,106 +264,6 @@ class Broker:
             raise ConnectionCloseRequest(
                 f"unsupported request: api key {api_key} version {ctx.api_version}")
         return handler(ctx, request)
-
-    # -- controller operations (single voter: applied through our own quorum)
-    # Each operation holds `_admin_lock`, computes its records from `self.image` and waits in
-    # `_commit` until they are committed, so the next operation (and whoever reads
-    # `self.image` after this one returns) sees an image that includes them.
-    async def _commit(self, records: list[Any]) -> None:
-        """Append records to the metadata quorum and wait until they are committed."""
-        if not records:
-            return
-        committed = self.quorum.append(records)  # type: ignore[union-attr]
-        try:
-            await asyncio.shield(committed)
-        except asyncio.CancelledError:
-            # The caller went away (its connection closed), but the records are in the log
-            # and will commit: keep the admin lock until they have, so the next operation
-            # does not compute its records from an image that lacks them.
-            await asyncio.wait([committed])
-            if not committed.cancelled():
-                committed.exception()  # retrieved: its failure is not logged as unhandled
-            raise
-
-    async def create_topics(self, specs: Sequence[TopicSpec],
-                            validate_only: bool = False) -> list[OpResult]:
-        async with self._admin_lock:
-            results, records = self.controller.create_topics(self.image, specs)
-            if not validate_only:
-                await self._commit(records)
-            return results
-
-    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
-        results = await self.create_topics([TopicSpec(name=n) for n in names])
-        out = {}
-        for name, res in zip(names, results):
-            if res.error == ErrorCode.NONE:
-                # Kafka answers LEADER_NOT_AVAILABLE until the new topic is fully visible; here
-                # it is visible at once, so the caller reads it from the new image.
-                continue
-            out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                         if res.error == ErrorCode.TOPIC_ALREADY_EXISTS else res.error)
-        return out
-
-    async def next_producer_id(self) -> int:
-        """Producer ids come in blocks the controller hands out (ProducerIdsRecord)."""
-        async with self._admin_lock:
-            if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
-                epoch = self.image.brokers[self.node_id].epoch
-                (first, count), records = self.controller.allocate_producer_ids(
-                    self.image, self.node_id, epoch)
-                await self._commit(records)
-                self._producer_ids = [first, first + count]
-            producer_id = self._producer_ids[0]
-            self._producer_ids[0] += 1
-            return producer_id
-
-    async def delete_topics(self, names: Sequence[str],
-                            ids: Sequence[uuid.UUID]) -> list[OpResult]:
-        async with self._admin_lock:
-            results, records = self.controller.delete_topics(self.image, names, ids)
-            await self._commit(records)
-            return results
-
-    async def create_partitions(self, name: str, count: int,
-                                assignments: list[list[int]] | None,
-                                validate_only: bool) -> OpResult:
-        async with self._admin_lock:
-            result, records = self.controller.create_partitions(self.image, name, count,
-                                                                assignments)
-            if not validate_only:
-                await self._commit(records)
-            return result
-
-    async def alter_configs(self, resource_type: int, resource_name: str,
-                            ops: list[tuple[str, int, str | None]], *, incremental: bool,
-                            validate_only: bool) -> OpResult:
-        if resource_type == RESOURCE_BROKER:
-            unknown = [k for k, _op, _v in ops if not self.config.is_dynamic(k)]
-            if unknown:
-                return OpResult.fail(
-                    ErrorCode.INVALID_REQUEST,
-                    f"Cannot update these configs dynamically: {set(unknown)}")
-        async with self._admin_lock:
-            result, records = self.controller.alter_configs(
-                self.image, resource_type, resource_name, ops, incremental=incremental,
-                list_keys=LIST_TOPIC_CONFIGS)
-            if result.error == ErrorCode.NONE and not validate_only:
-                await self._commit(records)
-            return result
-
-    # -- config descriptions (DescribeConfigs, CreateTopics v5+): rendered by odradek.config
-    def topic_config_entries(self, topic: str,
-                             overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
-        if overrides is None:
-            overrides = self.image.topic_config(topic)
-        return config_describe.topic_config_entries(self.config, self.default_log_config,
-                                                    overrides)
-
-    def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
-        dynamic = self.image.broker_config(self.node_id if resource_name else None)
-        return config_describe.broker_config_entries(self.config, dynamic,
-                                                     per_broker=bool(resource_name))
 
 
 def run(config: Any) -> int:

@@ -4,212 +4,242 @@ from __future__ import annotations
 
 import logging
 import shutil
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from odradek.config.describe import ConfigSource
+from odradek.config import describe as config_describe
+from odradek.config.describe import ConfigEntry, ConfigSource
 from odradek.controller.controller import TopicSpec
+from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.controller.quorum_controller import QuorumController
     from odradek.server.network import RequestContext
+    from odradek.server.replica_manager import ReplicaManager
+    from odradek.storage.config import LogConfig
 
 log = logging.getLogger("odradek.admin")
 
 
-async def create_topics(broker: Broker, ctx: RequestContext, req: m.CreateTopicsRequest):
-    version = ctx.api_version
-    R = m.CreateTopicsResponse
-    specs, seen, duplicates = [], set(), set()
-    for t in req.topics:
-        if t.name in seen:
-            duplicates.add(t.name)
-        seen.add(t.name)
-    for t in req.topics:
-        if t.name in duplicates:
-            continue
-        specs.append(TopicSpec(
-            name=t.name,
-            num_partitions=t.num_partitions,
-            replication_factor=t.replication_factor,
-            assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
-            configs={c.name: c.value for c in t.configs},
-        ))
-    results = await broker.create_topics(specs, validate_only=req.validate_only)
-    out = []
-    by_name = dict(zip((s.name for s in specs), results))
-    for name in dict.fromkeys(t.name for t in req.topics):
-        if name in duplicates:
-            out.append(R.CreatableTopicResult(
-                name=name, error_code=ErrorCode.INVALID_REQUEST,
-                error_message=f"Duplicate topic name {name} in the request."))
-            continue
-        res = by_name[name]
-        item = R.CreatableTopicResult(name=name, error_code=res.error,
-                                      error_message=res.message if version >= 1 else None)
-        if res.error == ErrorCode.NONE:
-            item.topic_id = res.data["topic_id"]
-            item.num_partitions = res.data["num_partitions"]
-            item.replication_factor = res.data["replication_factor"]
-            if version >= 5:
-                item.configs = [
-                    R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.is_read_only,
-                                            config_source=int(e.source),
-                                            is_sensitive=e.is_sensitive)
-                    for e in broker.topic_config_entries(name, res.data["configs"])
-                ]
-        out.append(item)
-    return R(topics=out)
+class AdminApis:
+    """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs: metadata changes go to the
+    controller, data changes to the replica manager."""
 
+    def __init__(self, *, node_id: int, config: Any, default_log_config: LogConfig,
+                 cache: MetadataCache, controller: QuorumController,
+                 replica_manager: ReplicaManager) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.default_log_config = default_log_config
+        self.cache = cache
+        self.controller = controller
+        self.replica_manager = replica_manager
 
-async def delete_topics(broker: Broker, ctx: RequestContext, req: m.DeleteTopicsRequest):
-    version = ctx.api_version
-    R = m.DeleteTopicsResponse
-    if not broker.config.get("delete.topic.enable"):
-        names = req.topic_names if version < 6 else [t.name for t in req.topics]
-        return R(responses=[R.DeletableTopicResult(name=n, error_code=ErrorCode.TOPIC_DELETION_DISABLED)
-                            for n in names])
-    if version < 6:
-        items = [(n, None) for n in req.topic_names]
-    else:
-        items = [(t.name, t.topic_id if t.name is None else None) for t in req.topics]
-    names = [n for n, i in items if n is not None]
-    ids = [i for n, i in items if n is None]
-    results = await broker.delete_topics(names, ids)
-    out = []
-    for (name, topic_id), res in zip([(n, None) for n in names] + [(None, i) for i in ids], results):
-        item = R.DeletableTopicResult(
-            name=res.data.get("name", name), error_code=res.error,
-            error_message=res.message if res.error else None)
-        item.topic_id = res.data.get("topic_id", topic_id) or item.topic_id
-        out.append(item)
-    return R(responses=out)
+    # -- config descriptions (DescribeConfigs, CreateTopics v5+): rendered by odradek.config
+    def topic_config_entries(self, topic: str,
+                             overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
+        if overrides is None:
+            overrides = self.cache.image.topic_config(topic)
+        return config_describe.topic_config_entries(self.config, self.default_log_config,
+                                                    overrides)
 
+    def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
+        dynamic = self.cache.image.broker_config(self.node_id if resource_name else None)
+        return config_describe.broker_config_entries(self.config, dynamic,
+                                                     per_broker=bool(resource_name))
 
-async def create_partitions(broker: Broker, ctx: RequestContext, req: m.CreatePartitionsRequest):
-    R = m.CreatePartitionsResponse
-    out = []
-    for t in req.topics:
-        assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-        res = await broker.create_partitions(t.name, t.count, assignments, req.validate_only)
-        out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=res.error,
-                                                 error_message=res.message))
-    return R(results=out)
-
-
-def describe_configs(broker: Broker, ctx: RequestContext, req: m.DescribeConfigsRequest):
-    version = ctx.api_version
-    R = m.DescribeConfigsResponse
-    results = []
-    for res in req.resources:
-        out = R.DescribeConfigsResult(resource_type=res.resource_type,
-                                      resource_name=res.resource_name, configs=[])
-        try:
-            if res.resource_type == RESOURCE_TOPIC:
-                if res.resource_name not in broker.image.topics_by_name:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                     f"Topic {res.resource_name} does not exist")
-                entries = broker.topic_config_entries(res.resource_name)
-            elif res.resource_type == RESOURCE_BROKER:
-                if res.resource_name not in ("", str(broker.node_id)):
-                    raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                     f"Unexpected broker id, expected {broker.node_id} or empty "
-                                     f"string, but received {res.resource_name}")
-                entries = broker.broker_config_entries(res.resource_name)
-            elif res.resource_type == RESOURCE_BROKER_LOGGER:
-                entries = []
-            else:
-                raise KafkaError(ErrorCode.INVALID_REQUEST,
-                                 f"Unsupported resource type {res.resource_type}")
-        except KafkaError as exc:
-            out.error_code, out.error_message = exc.code, exc.message
-            results.append(out)
-            continue
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        for e in entries:
-            if keys is not None and e.name not in keys:
+    async def create_topics(self, ctx: RequestContext, req: m.CreateTopicsRequest):
+        version = ctx.api_version
+        R = m.CreateTopicsResponse
+        specs, seen, duplicates = [], set(), set()
+        for t in req.topics:
+            if t.name in seen:
+                duplicates.add(t.name)
+            seen.add(t.name)
+        for t in req.topics:
+            if t.name in duplicates:
                 continue
-            item = R.DescribeConfigsResourceResult(
-                name=e.name, value=None if e.is_sensitive else e.value,
-                read_only=e.is_read_only, config_source=int(e.source),
-                is_sensitive=e.is_sensitive, config_type=int(e.config_type))
-            if version == 0:
-                item.is_default = e.source == ConfigSource.DEFAULT_CONFIG
-            if req.include_synonyms:
-                item.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value,
-                                                          source=int(s.source))
-                                 for s in e.synonyms]
-            if req.include_documentation:
-                item.documentation = e.documentation
-            out.configs.append(item)
-        results.append(out)
-    return R(results=results)
+            specs.append(TopicSpec(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
+                configs={c.name: c.value for c in t.configs},
+            ))
+        results = await self.controller.create_topics(specs, validate_only=req.validate_only)
+        out = []
+        by_name = dict(zip((s.name for s in specs), results))
+        for name in dict.fromkeys(t.name for t in req.topics):
+            if name in duplicates:
+                out.append(R.CreatableTopicResult(
+                    name=name, error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"Duplicate topic name {name} in the request."))
+                continue
+            res = by_name[name]
+            item = R.CreatableTopicResult(name=name, error_code=res.error,
+                                          error_message=res.message if version >= 1 else None)
+            if res.error == ErrorCode.NONE:
+                item.topic_id = res.data["topic_id"]
+                item.num_partitions = res.data["num_partitions"]
+                item.replication_factor = res.data["replication_factor"]
+                if version >= 5:
+                    item.configs = [
+                        R.CreatableTopicConfigs(name=e.name, value=e.value,
+                                                read_only=e.is_read_only,
+                                                config_source=int(e.source),
+                                                is_sensitive=e.is_sensitive)
+                        for e in self.topic_config_entries(name, res.data["configs"])
+                    ]
+            out.append(item)
+        return R(topics=out)
 
+    async def delete_topics(self, ctx: RequestContext, req: m.DeleteTopicsRequest):
+        version = ctx.api_version
+        R = m.DeleteTopicsResponse
+        if not self.config.get("delete.topic.enable"):
+            names = req.topic_names if version < 6 else [t.name for t in req.topics]
+            return R(responses=[
+                R.DeletableTopicResult(name=n, error_code=ErrorCode.TOPIC_DELETION_DISABLED)
+                for n in names])
+        if version < 6:
+            items = [(n, None) for n in req.topic_names]
+        else:
+            items = [(t.name, t.topic_id if t.name is None else None) for t in req.topics]
+        names = [n for n, i in items if n is not None]
+        ids = [i for n, i in items if n is None]
+        results = await self.controller.delete_topics(names, ids)
+        out = []
+        asked = [(n, None) for n in names] + [(None, i) for i in ids]
+        for (name, topic_id), res in zip(asked, results):
+            item = R.DeletableTopicResult(
+                name=res.data.get("name", name), error_code=res.error,
+                error_message=res.message if res.error else None)
+            item.topic_id = res.data.get("topic_id", topic_id) or item.topic_id
+            out.append(item)
+        return R(responses=out)
 
-async def alter_configs(broker: Broker, ctx: RequestContext, req: m.AlterConfigsRequest):
-    R = m.AlterConfigsResponse
-    out = []
-    for res in req.resources:
-        ops = [(c.name, 0, c.value) for c in res.configs]
-        result = await broker.alter_configs(res.resource_type, res.resource_name, ops,
-                                            incremental=False, validate_only=req.validate_only)
-        out.append(R.AlterConfigsResourceResponse(
-            error_code=result.error, error_message=result.message,
-            resource_type=res.resource_type, resource_name=res.resource_name))
-    return R(responses=out)
+    async def create_partitions(self, ctx: RequestContext, req: m.CreatePartitionsRequest):
+        R = m.CreatePartitionsResponse
+        out = []
+        for t in req.topics:
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            res = await self.controller.create_partitions(t.name, t.count, assignments,
+                                                          req.validate_only)
+            out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=res.error,
+                                                     error_message=res.message))
+        return R(results=out)
 
-
-async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
-                                    req: m.IncrementalAlterConfigsRequest):
-    R = m.IncrementalAlterConfigsResponse
-    out = []
-    for res in req.resources:
-        ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-        result = await broker.alter_configs(res.resource_type, res.resource_name, ops,
-                                            incremental=True, validate_only=req.validate_only)
-        out.append(R.AlterConfigsResourceResponse(
-            error_code=result.error, error_message=result.message,
-            resource_type=res.resource_type, resource_name=res.resource_name))
-    return R(responses=out)
-
-
-def delete_records(broker: Broker, ctx: RequestContext, req: m.DeleteRecordsRequest):
-    R = m.DeleteRecordsResponse
-    replica_manager = broker.replica_manager
-    topics_out = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            out = R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
-                                                 low_watermark=-1)
+    def describe_configs(self, ctx: RequestContext, req: m.DescribeConfigsRequest):
+        version = ctx.api_version
+        R = m.DescribeConfigsResponse
+        results = []
+        for res in req.resources:
+            out = R.DescribeConfigsResult(resource_type=res.resource_type,
+                                          resource_name=res.resource_name, configs=[])
             try:
-                out.low_watermark = replica_manager.delete_records(t.name, p.partition_index,
-                                                                   p.offset)
+                if res.resource_type == RESOURCE_TOPIC:
+                    if res.resource_name not in self.cache.image.topics_by_name:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                         f"Topic {res.resource_name} does not exist")
+                    entries = self.topic_config_entries(res.resource_name)
+                elif res.resource_type == RESOURCE_BROKER:
+                    if res.resource_name not in ("", str(self.node_id)):
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         f"Unexpected broker id, expected {self.node_id} or empty "
+                                         f"string, but received {res.resource_name}")
+                    entries = self.broker_config_entries(res.resource_name)
+                elif res.resource_type == RESOURCE_BROKER_LOGGER:
+                    entries = []
+                else:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Unsupported resource type {res.resource_type}")
             except KafkaError as exc:
-                out.error_code = exc.code
-            parts.append(out)
-        topics_out.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
-    return R(topics=topics_out)
+                out.error_code, out.error_message = exc.code, exc.message
+                results.append(out)
+                continue
+            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+            for e in entries:
+                if keys is not None and e.name not in keys:
+                    continue
+                item = R.DescribeConfigsResourceResult(
+                    name=e.name, value=None if e.is_sensitive else e.value,
+                    read_only=e.is_read_only, config_source=int(e.source),
+                    is_sensitive=e.is_sensitive, config_type=int(e.config_type))
+                if version == 0:
+                    item.is_default = e.source == ConfigSource.DEFAULT_CONFIG
+                if req.include_synonyms:
+                    item.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value,
+                                                              source=int(s.source))
+                                     for s in e.synonyms]
+                if req.include_documentation:
+                    item.documentation = e.documentation
+                out.configs.append(item)
+            results.append(out)
+        return R(results=results)
 
+    async def alter_configs(self, ctx: RequestContext, req: m.AlterConfigsRequest):
+        R = m.AlterConfigsResponse
+        out = []
+        for res in req.resources:
+            ops = [(c.name, 0, c.value) for c in res.configs]
+            result = await self.controller.alter_configs(res.resource_type, res.resource_name, ops,
+                                                incremental=False, validate_only=req.validate_only)
+            out.append(R.AlterConfigsResourceResponse(
+                error_code=result.error, error_message=result.message,
+                resource_type=res.resource_type, resource_name=res.resource_name))
+        return R(responses=out)
 
-def describe_log_dirs(broker: Broker, ctx: RequestContext, req: m.DescribeLogDirsRequest):
-    R = m.DescribeLogDirsResponse
-    wanted = None
-    if req.topics is not None:
-        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_dir = {
-        log_dir: {topic: [R.DescribeLogDirsPartition(partition_index=index, partition_size=size,
-                                                     offset_lag=lag, is_future_key=False)
-                          for index, size, lag in partitions]
-                  for topic, partitions in topics.items()}
-        for log_dir, topics in broker.replica_manager.log_dir_descriptions(wanted).items()}
-    results = []
-    for log_dir, topics in by_dir.items():
-        usage = shutil.disk_usage(log_dir)
-        results.append(R.DescribeLogDirsResult(
-            error_code=ErrorCode.NONE, log_dir=log_dir,
-            topics=[R.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in topics.items()],
-            total_bytes=usage.total, usable_bytes=usage.free))
-    return R(results=results)
+    async def incremental_alter_configs(self, ctx: RequestContext,
+                                        req: m.IncrementalAlterConfigsRequest):
+        R = m.IncrementalAlterConfigsResponse
+        out = []
+        for res in req.resources:
+            ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+            result = await self.controller.alter_configs(res.resource_type, res.resource_name, ops,
+                                                incremental=True, validate_only=req.validate_only)
+            out.append(R.AlterConfigsResourceResponse(
+                error_code=result.error, error_message=result.message,
+                resource_type=res.resource_type, resource_name=res.resource_name))
+        return R(responses=out)
+
+    def delete_records(self, ctx: RequestContext, req: m.DeleteRecordsRequest):
+        R = m.DeleteRecordsResponse
+        replica_manager = self.replica_manager
+        topics_out = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                out = R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
+                                                     low_watermark=-1)
+                try:
+                    out.low_watermark = replica_manager.delete_records(t.name, p.partition_index,
+                                                                       p.offset)
+                except KafkaError as exc:
+                    out.error_code = exc.code
+                parts.append(out)
+            topics_out.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        return R(topics=topics_out)
+
+    def describe_log_dirs(self, ctx: RequestContext, req: m.DescribeLogDirsRequest):
+        R = m.DescribeLogDirsResponse
+        wanted = None
+        if req.topics is not None:
+            wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+        by_dir = {
+            log_dir: {topic: [R.DescribeLogDirsPartition(partition_index=index, partition_size=size,
+                                                         offset_lag=lag, is_future_key=False)
+                              for index, size, lag in partitions]
+                      for topic, partitions in topics.items()}
+            for log_dir, topics in self.replica_manager.log_dir_descriptions(wanted).items()}
+        results = []
+        for log_dir, topics in by_dir.items():
+            usage = shutil.disk_usage(log_dir)
+            results.append(R.DescribeLogDirsResult(
+                error_code=ErrorCode.NONE, log_dir=log_dir,
+                topics=[R.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in topics.items()],
+                total_bytes=usage.total, usable_bytes=usage.free))
+        return R(results=results)

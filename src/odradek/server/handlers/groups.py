@@ -2,38 +2,29 @@
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 
 The handlers translate each wire version to the group coordinator's calls and back; the
-coordinator (`odradek.coordinator`) holds the state. `start_group_coordinator` wires the
-coordinator to the broker: appends to `__consumer_offsets` go through the replica manager, and
-leadership of the offsets partitions (followed in the metadata image) loads and unloads groups.
+coordinator (`odradek.coordinator`) holds the state (`odradek.server.coordinators` wires it).
 """
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from odradek.controller.controller import TopicSpec
 from odradek.coordinator import (
     OFFSETS_TOPIC,
-    GroupConfig,
     GroupCoordinator,
-    GroupMetadataManager,
     JoinRequest,
     OffsetAndMetadata,
     TopicPartition,
 )
+from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import Compression
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
     from odradek.server.network import RequestContext
-
-log = logging.getLogger("odradek.groups")
 
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
@@ -43,270 +34,9 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 CLASSIC_GROUP_TYPE = "classic"
 
 
-# ------------------------------------------------------------------------------------------
-# wiring
-
-
-def offsets_topic_spec(config: Any) -> TopicSpec:
-    """`__consumer_offsets` as Kafka creates it: compacted, sized by the offsets.* configs."""
-    return TopicSpec(
-        name=OFFSETS_TOPIC,
-        num_partitions=int(config.get("offsets.topic.num.partitions")),
-        replication_factor=int(config.get("offsets.topic.replication.factor")),
-        configs={"cleanup.policy": "compact", "compression.type": "producer",
-                 "segment.bytes": str(config.get("offsets.topic.segment.bytes"))},
-    )
-
-
-class OffsetsTopicFollower:
-    """Follows the metadata image: elects the coordinator for the offsets partitions this
-    broker leads, resigns the others, and drops the offsets of deleted topics."""
-
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
-        self.broker = broker
-        self.coordinator = coordinator
-        self.led: dict[int, tuple[int, Any]] = {}  # partition -> (leader epoch, log)
-        self.topics: set[str] = set()
-
-    def __call__(self, image: MetadataImage) -> None:
-        now_led = {
-            partition.index: (partition.leader_epoch, partition.log)
-            for partition in self.broker.replica_manager.partitions_of([OFFSETS_TOPIC])
-            if partition.is_leader
-        }
-        for index in set(self.led) - set(now_led):
-            self.coordinator.resign(index)
-        for index, (epoch, log_) in now_led.items():
-            previous = self.led.get(index)
-            if previous is None or previous[0] != epoch or previous[1] is not log_:
-                self.coordinator.elect(index, log_)
-        self.led = now_led
-        topics = set(image.topics_by_name)
-        deleted = self.topics - topics
-        self.topics = topics
-        if deleted:
-            self.coordinator.remove_offsets_of_topics(deleted)
-
-
-def start_group_coordinator(broker: Broker) -> GroupCoordinator:
-    """Builds the group coordinator, starts it and subscribes it to metadata changes."""
-    config = broker.config
-
-    def num_partitions() -> int:
-        topic = broker.image.topics_by_name.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else \
-            int(config.get("offsets.topic.num.partitions"))
-
-    commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
-
-    async def append(partition: int, records: bytes) -> None:
-        # Resolves once the high watermark passes the batch (raises KafkaError otherwise):
-        # the coordinator applies what it wrote only then.
-        await broker.replica_manager.append_and_wait(OFFSETS_TOPIC, partition, records,
-                                                     commit_timeout_ms)
-
-    manager = GroupMetadataManager(
-        append, num_partitions=num_partitions,
-        compression=Compression(int(config.get("offsets.topic.compression.codec"))),
-        load_buffer_size=int(config.get("offsets.load.buffer.size")))
-    coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager)
-    coordinator.start()
-    follower = OffsetsTopicFollower(broker, coordinator)
-    follower.topics = set(broker.image.topics_by_name)
-    follower(broker.image)
-    broker.quorum.listeners.append(follower)
-    return coordinator
-
-
-async def ensure_offsets_topic(broker: Broker) -> ErrorCode:
-    """Creates `__consumer_offsets` on first use (FindCoordinator), as Kafka does."""
-    if OFFSETS_TOPIC in broker.image.topics_by_name:
-        return ErrorCode.NONE
-    (result,) = await broker.create_topics([offsets_topic_spec(broker.config)])
-    if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.warning("cannot create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    log.info("created %s", OFFSETS_TOPIC)
-    return ErrorCode.NONE
-
-
-def _coordinator(broker: Broker) -> GroupCoordinator:
-    coordinator = broker.group_coordinator
-    assert coordinator is not None, "the group coordinator starts with the broker"
-    return coordinator
-
-
-# ------------------------------------------------------------------------------------------
-# FindCoordinator
-
-
-async def _find_coordinator(broker: Broker, ctx: RequestContext, key_type: int,
-                            key: str) -> tuple[ErrorCode, int, str, int]:
-    """(error, node id, host, port) of the coordinator of `key`."""
-    no_node = -1, "", -1
-    if key_type == COORDINATOR_TYPE_TRANSACTION:
-        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)  # no transaction coordinator yet
-    if key_type != COORDINATOR_TYPE_GROUP:
-        return (ErrorCode.INVALID_REQUEST, *no_node)
-    error = await ensure_offsets_topic(broker)
-    if error != ErrorCode.NONE:
-        return (error, *no_node)
-    image = broker.image
-    topic = image.topics_by_name.get(OFFSETS_TOPIC)
-    partition = _coordinator(broker).manager.partition_for(key)
-    registration = topic.partitions.get(partition) if topic is not None else None
-    leader = image.brokers.get(registration.leader) if registration is not None else None
-    if leader is None or leader.fenced:
-        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-    endpoint = leader.endpoint(ctx.listener)
-    if endpoint is None:
-        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-    return ErrorCode.NONE, leader.broker_id, endpoint.host, endpoint.port
-
-
-async def find_coordinator(broker: Broker, ctx: RequestContext, req: m.FindCoordinatorRequest):
-    version = ctx.api_version
-    R = m.FindCoordinatorResponse
-    key_type = req.key_type if version >= 1 else COORDINATOR_TYPE_GROUP
-    if version < 4:
-        error, node_id, host, port = await _find_coordinator(broker, ctx, key_type, req.key)
-        return R(error_code=error, error_message=error.message if error else None,
-                 node_id=node_id, host=host, port=port)
-    coordinators = []
-    for key in req.coordinator_keys:
-        error, node_id, host, port = await _find_coordinator(broker, ctx, key_type, key)
-        coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port,
-                                          error_code=error,
-                                          error_message=error.message if error else None))
-    return R(coordinators=coordinators)
-
-
-# ------------------------------------------------------------------------------------------
-# membership
-
-
-async def join_group(broker: Broker, ctx: RequestContext, req: m.JoinGroupRequest):
-    version = ctx.api_version
-    R = m.JoinGroupResponse
-    result = await _coordinator(broker).join_group(JoinRequest(
-        group_id=req.group_id,
-        member_id=req.member_id,
-        group_instance_id=req.group_instance_id if version >= 5 else None,
-        client_id=ctx.client_id or "",
-        client_host=f"/{ctx.client_host}",  # Java's InetAddress.toString(), as Kafka reports
-        session_timeout_ms=req.session_timeout_ms,
-        rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms,
-        protocol_type=req.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-        require_known_member_id=version >= 4,
-        supports_skip_assignment=version >= 9,
-        reason=req.reason if version >= 8 else None,
-    ))
-    response = R(
-        error_code=result.error,
-        generation_id=result.generation_id,
-        leader=result.leader_id,
-        member_id=result.member_id,
-        members=[R.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance_id,
-                                           metadata=metadata)
-                 for member_id, instance_id, metadata in result.members],
-    )
-    if version >= 7:
-        response.protocol_type = result.protocol_type
-        response.protocol_name = result.protocol_name
-    else:
-        response.protocol_name = result.protocol_name or ""
-    if version >= 9:
-        response.skip_assignment = result.skip_assignment
-    return response
-
-
-async def sync_group(broker: Broker, ctx: RequestContext, req: m.SyncGroupRequest):
-    version = ctx.api_version
-    result = await _coordinator(broker).sync_group(
-        req.group_id, req.generation_id, req.member_id,
-        req.group_instance_id if version >= 3 else None,
-        req.protocol_type if version >= 5 else None,
-        req.protocol_name if version >= 5 else None,
-        {a.member_id: bytes(a.assignment) for a in req.assignments})
-    response = m.SyncGroupResponse(error_code=result.error, assignment=result.assignment)
-    if version >= 5:
-        response.protocol_type = result.protocol_type
-        response.protocol_name = result.protocol_name
-    return response
-
-
-def heartbeat(broker: Broker, ctx: RequestContext, req: m.HeartbeatRequest):
-    error = _coordinator(broker).heartbeat(
-        req.group_id, req.member_id, req.group_instance_id if ctx.api_version >= 3 else None,
-        req.generation_id)
-    return m.HeartbeatResponse(error_code=error)
-
-
-def leave_group(broker: Broker, ctx: RequestContext, req: m.LeaveGroupRequest):
-    R = m.LeaveGroupResponse
-    if ctx.api_version < 3:
-        leaving = [(req.member_id, None)]
-        reason = None
-    else:
-        leaving = [(member.member_id, member.group_instance_id) for member in req.members]
-        reasons = {member.reason for member in req.members if member.reason}
-        reason = ", ".join(sorted(reasons)) or None
-    error, member_errors = _coordinator(broker).leave_group(req.group_id, leaving, reason)
-    if ctx.api_version < 3:
-        return R(error_code=error if error != ErrorCode.NONE else member_errors[0])
-    return R(error_code=error, members=[
-        R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
-        for (member_id, instance_id), code in zip(leaving, member_errors)])
-
-
-# ------------------------------------------------------------------------------------------
-# offsets
-
-
 def _partition_exists(image: MetadataImage, tp: TopicPartition) -> bool:
     topic = image.topics_by_name.get(tp.topic)
     return topic is not None and tp.partition in topic.partitions
-
-
-async def offset_commit(broker: Broker, ctx: RequestContext, req: m.OffsetCommitRequest):
-    version = ctx.api_version
-    R = m.OffsetCommitResponse
-    coordinator = _coordinator(broker)
-    now = coordinator.time_ms()
-    retention_ms = req.retention_time_ms if 2 <= version <= 4 else -1
-    image = broker.image
-    errors: dict[TopicPartition, ErrorCode] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in req.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if not _partition_exists(image, tp):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            commit_timestamp = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 \
-                else now
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=commit_timestamp,
-                expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
-            )
-    if offsets:
-        errors.update(await coordinator.commit_offsets(
-            req.group_id,
-            req.member_id if version >= 1 else "",
-            req.group_instance_id if version >= 7 else None,
-            req.generation_id_or_member_epoch if version >= 1 else -1,
-            offsets))
-    return R(topics=[
-        R.OffsetCommitResponseTopic(name=topic.name, partitions=[
-            R.OffsetCommitResponsePartition(
-                partition_index=p.partition_index,
-                error_code=errors[TopicPartition(topic.name, p.partition_index)])
-            for p in topic.partitions])
-        for topic in req.topics])
 
 
 def _requested(topics: Iterable[Any] | None) -> list[TopicPartition] | None:
@@ -322,112 +52,272 @@ def _by_topic(offsets: dict[TopicPartition, OffsetAndMetadata | None]) -> dict[s
     return topics
 
 
-def offset_fetch(broker: Broker, ctx: RequestContext, req: m.OffsetFetchRequest):
-    version = ctx.api_version
-    R = m.OffsetFetchResponse
-    coordinator = _coordinator(broker)
-    if version >= 8:
-        groups_out = []
-        for group in req.groups:
-            error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics),
-                                                       req.require_stable)
-            groups_out.append(R.OffsetFetchResponseGroup(
-                group_id=group.group_id, error_code=error,
-                topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
-                    R.OffsetFetchResponsePartitions(
-                        partition_index=index,
-                        committed_offset=offset.offset if offset else -1,
-                        committed_leader_epoch=offset.leader_epoch if offset else -1,
-                        metadata=offset.metadata if offset else "")
-                    for index, offset in partitions])
-                    for name, partitions in _by_topic(offsets).items()]))
-        return R(groups=groups_out)
-    # v0-1 always name the partitions; v2+ may ask for all (null topics).
-    requested = _requested(req.topics if version >= 2 else (req.topics or []))
-    error, offsets = coordinator.fetch_offsets(req.group_id, requested,
-                                               req.require_stable if version >= 7 else False)
-    if error != ErrorCode.NONE:
-        if version >= 2:
+class GroupApis:
+    """The group APIs, answered by the group coordinator (FindCoordinator from the image)."""
+
+    def __init__(self, coordinator: GroupCoordinator, cache: MetadataCache,
+                 ensure_offsets_topic: Callable[[], Awaitable[ErrorCode]]) -> None:
+        self.coordinator = coordinator
+        self.cache = cache
+        self.ensure_offsets_topic = ensure_offsets_topic
+
+    # -- FindCoordinator
+
+    async def _find_coordinator(self, ctx: RequestContext, key_type: int,
+                                key: str) -> tuple[ErrorCode, int, str, int]:
+        """(error, node id, host, port) of the coordinator of `key`."""
+        no_node = -1, "", -1
+        if key_type == COORDINATOR_TYPE_TRANSACTION:
+            # No transaction coordinator yet.
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        if key_type != COORDINATOR_TYPE_GROUP:
+            return (ErrorCode.INVALID_REQUEST, *no_node)
+        error = await self.ensure_offsets_topic()
+        if error != ErrorCode.NONE:
+            return (error, *no_node)
+        image = self.cache.image
+        topic = image.topics_by_name.get(OFFSETS_TOPIC)
+        partition = self.coordinator.manager.partition_for(key)
+        registration = topic.partitions.get(partition) if topic is not None else None
+        leader = image.brokers.get(registration.leader) if registration is not None else None
+        if leader is None or leader.fenced:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        endpoint = leader.endpoint(ctx.listener)
+        if endpoint is None:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        return ErrorCode.NONE, leader.broker_id, endpoint.host, endpoint.port
+
+    async def find_coordinator(self, ctx: RequestContext, req: m.FindCoordinatorRequest):
+        version = ctx.api_version
+        R = m.FindCoordinatorResponse
+        key_type = req.key_type if version >= 1 else COORDINATOR_TYPE_GROUP
+        if version < 4:
+            error, node_id, host, port = await self._find_coordinator(ctx, key_type, req.key)
+            return R(error_code=error, error_message=error.message if error else None,
+                     node_id=node_id, host=host, port=port)
+        coordinators = []
+        for key in req.coordinator_keys:
+            error, node_id, host, port = await self._find_coordinator(ctx, key_type, key)
+            coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port,
+                                              error_code=error,
+                                              error_message=error.message if error else None))
+        return R(coordinators=coordinators)
+
+    # -- membership
+
+    async def join_group(self, ctx: RequestContext, req: m.JoinGroupRequest):
+        version = ctx.api_version
+        R = m.JoinGroupResponse
+        result = await self.coordinator.join_group(JoinRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id or "",
+            client_host=f"/{ctx.client_host}",  # Java's InetAddress.toString(), as Kafka reports
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=(req.rebalance_timeout_ms if version >= 1
+                                  else req.session_timeout_ms),
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+            reason=req.reason if version >= 8 else None,
+        ))
+        response = R(
+            error_code=result.error,
+            generation_id=result.generation_id,
+            leader=result.leader_id,
+            member_id=result.member_id,
+            members=[R.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance_id,
+                                               metadata=metadata)
+                     for member_id, instance_id, metadata in result.members],
+        )
+        if version >= 7:
+            response.protocol_type = result.protocol_type
+            response.protocol_name = result.protocol_name
+        else:
+            response.protocol_name = result.protocol_name or ""
+        if version >= 9:
+            response.skip_assignment = result.skip_assignment
+        return response
+
+    async def sync_group(self, ctx: RequestContext, req: m.SyncGroupRequest):
+        version = ctx.api_version
+        result = await self.coordinator.sync_group(
+            req.group_id, req.generation_id, req.member_id,
+            req.group_instance_id if version >= 3 else None,
+            req.protocol_type if version >= 5 else None,
+            req.protocol_name if version >= 5 else None,
+            {a.member_id: bytes(a.assignment) for a in req.assignments})
+        response = m.SyncGroupResponse(error_code=result.error, assignment=result.assignment)
+        if version >= 5:
+            response.protocol_type = result.protocol_type
+            response.protocol_name = result.protocol_name
+        return response
+
+    def heartbeat(self, ctx: RequestContext, req: m.HeartbeatRequest):
+        error = self.coordinator.heartbeat(
+            req.group_id, req.member_id, req.group_instance_id if ctx.api_version >= 3 else None,
+            req.generation_id)
+        return m.HeartbeatResponse(error_code=error)
+
+    def leave_group(self, ctx: RequestContext, req: m.LeaveGroupRequest):
+        R = m.LeaveGroupResponse
+        if ctx.api_version < 3:
+            leaving = [(req.member_id, None)]
+            reason = None
+        else:
+            leaving = [(member.member_id, member.group_instance_id) for member in req.members]
+            reasons = {member.reason for member in req.members if member.reason}
+            reason = ", ".join(sorted(reasons)) or None
+        error, member_errors = self.coordinator.leave_group(req.group_id, leaving, reason)
+        if ctx.api_version < 3:
+            return R(error_code=error if error != ErrorCode.NONE else member_errors[0])
+        return R(error_code=error, members=[
+            R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
+            for (member_id, instance_id), code in zip(leaving, member_errors)])
+
+    # -- offsets
+
+    async def offset_commit(self, ctx: RequestContext, req: m.OffsetCommitRequest):
+        version = ctx.api_version
+        R = m.OffsetCommitResponse
+        coordinator = self.coordinator
+        now = coordinator.time_ms()
+        retention_ms = req.retention_time_ms if 2 <= version <= 4 else -1
+        image = self.cache.image
+        errors: dict[TopicPartition, ErrorCode] = {}
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if not _partition_exists(image, tp):
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                commit_timestamp = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 \
+                    else now
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=commit_timestamp,
+                    expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
+                )
+        if offsets:
+            errors.update(await coordinator.commit_offsets(
+                req.group_id,
+                req.member_id if version >= 1 else "",
+                req.group_instance_id if version >= 7 else None,
+                req.generation_id_or_member_epoch if version >= 1 else -1,
+                offsets))
+        return R(topics=[
+            R.OffsetCommitResponseTopic(name=topic.name, partitions=[
+                R.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=errors[TopicPartition(topic.name, p.partition_index)])
+                for p in topic.partitions])
+            for topic in req.topics])
+
+    def offset_fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest):
+        version = ctx.api_version
+        R = m.OffsetFetchResponse
+        coordinator = self.coordinator
+        if version >= 8:
+            groups_out = []
+            for group in req.groups:
+                error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics),
+                                                           req.require_stable)
+                groups_out.append(R.OffsetFetchResponseGroup(
+                    group_id=group.group_id, error_code=error,
+                    topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
+                        R.OffsetFetchResponsePartitions(
+                            partition_index=index,
+                            committed_offset=offset.offset if offset else -1,
+                            committed_leader_epoch=offset.leader_epoch if offset else -1,
+                            metadata=offset.metadata if offset else "")
+                        for index, offset in partitions])
+                        for name, partitions in _by_topic(offsets).items()]))
+            return R(groups=groups_out)
+        # v0-1 always name the partitions; v2+ may ask for all (null topics).
+        requested = _requested(req.topics if version >= 2 else (req.topics or []))
+        error, offsets = coordinator.fetch_offsets(req.group_id, requested,
+                                                   req.require_stable if version >= 7 else False)
+        if error != ErrorCode.NONE:
+            if version >= 2:
+                return R(error_code=error)
+            offsets = dict.fromkeys(requested or [])
+        return R(
+            error_code=error,
+            topics=[R.OffsetFetchResponseTopic(name=name, partitions=[
+                R.OffsetFetchResponsePartition(
+                    partition_index=index,
+                    committed_offset=offset.offset if offset else -1,
+                    committed_leader_epoch=offset.leader_epoch if offset else -1,
+                    metadata=offset.metadata if offset else "",
+                    error_code=error if version < 2 else ErrorCode.NONE)
+                for index, offset in partitions])
+                for name, partitions in _by_topic(offsets).items()],
+        )
+
+    async def offset_delete(self, ctx: RequestContext, req: m.OffsetDeleteRequest):
+        R = m.OffsetDeleteResponse
+        image = self.cache.image
+        errors: dict[TopicPartition, ErrorCode] = {}
+        wanted = []
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if _partition_exists(image, tp):
+                    wanted.append(tp)
+                else:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        error, deleted = await self.coordinator.delete_offsets(req.group_id, wanted)
+        if error != ErrorCode.NONE:
             return R(error_code=error)
-        offsets = dict.fromkeys(requested or [])
-    return R(
-        error_code=error,
-        topics=[R.OffsetFetchResponseTopic(name=name, partitions=[
-            R.OffsetFetchResponsePartition(
-                partition_index=index,
-                committed_offset=offset.offset if offset else -1,
-                committed_leader_epoch=offset.leader_epoch if offset else -1,
-                metadata=offset.metadata if offset else "",
-                error_code=error if version < 2 else ErrorCode.NONE)
-            for index, offset in partitions])
-            for name, partitions in _by_topic(offsets).items()],
-    )
+        errors.update(deleted)
+        return R(error_code=ErrorCode.NONE, topics=[
+            R.OffsetDeleteResponseTopic(name=topic.name, partitions=[
+                R.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=errors[TopicPartition(topic.name, p.partition_index)])
+                for p in topic.partitions])
+            for topic in req.topics])
 
+    # -- admin
 
-async def offset_delete(broker: Broker, ctx: RequestContext, req: m.OffsetDeleteRequest):
-    R = m.OffsetDeleteResponse
-    image = broker.image
-    errors: dict[TopicPartition, ErrorCode] = {}
-    wanted = []
-    for topic in req.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if _partition_exists(image, tp):
-                wanted.append(tp)
-            else:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, deleted = await _coordinator(broker).delete_offsets(req.group_id, wanted)
-    if error != ErrorCode.NONE:
-        return R(error_code=error)
-    errors.update(deleted)
-    return R(error_code=ErrorCode.NONE, topics=[
-        R.OffsetDeleteResponseTopic(name=topic.name, partitions=[
-            R.OffsetDeleteResponsePartition(
-                partition_index=p.partition_index,
-                error_code=errors[TopicPartition(topic.name, p.partition_index)])
-            for p in topic.partitions])
-        for topic in req.topics])
+    def describe_groups(self, ctx: RequestContext, req: m.DescribeGroupsRequest):
+        R = m.DescribeGroupsResponse
+        include_operations = ctx.api_version >= 3 and req.include_authorized_operations
+        out = []
+        for group_id in req.groups:
+            error, summary = self.coordinator.describe_group(group_id)
+            out.append(R.DescribedGroup(
+                error_code=error, group_id=group_id, group_state=summary.state,
+                protocol_type=summary.protocol_type, protocol_data=summary.protocol,
+                members=[R.DescribedGroupMember(
+                    member_id=member.member_id, group_instance_id=member.group_instance_id,
+                    client_id=member.client_id, client_host=member.client_host,
+                    member_metadata=member.metadata, member_assignment=member.assignment)
+                    for member in summary.members],
+                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
+                else AUTHORIZED_OPERATIONS_OMITTED))
+        return R(groups=out)
 
+    def list_groups(self, ctx: RequestContext, req: m.ListGroupsRequest):
+        R = m.ListGroupsResponse
+        version = ctx.api_version
+        states = req.states_filter if version >= 4 else []
+        types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        error, groups = self.coordinator.list_groups(states)
+        if types and CLASSIC_GROUP_TYPE not in types:
+            groups = []  # every group here is a classic group
+        return R(error_code=error, groups=[
+            R.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type,
+                          group_state=group.state, group_type=CLASSIC_GROUP_TYPE)
+            for group in groups])
 
-# ------------------------------------------------------------------------------------------
-# admin
-
-
-def describe_groups(broker: Broker, ctx: RequestContext, req: m.DescribeGroupsRequest):
-    R = m.DescribeGroupsResponse
-    include_operations = ctx.api_version >= 3 and req.include_authorized_operations
-    out = []
-    for group_id in req.groups:
-        error, summary = _coordinator(broker).describe_group(group_id)
-        out.append(R.DescribedGroup(
-            error_code=error, group_id=group_id, group_state=summary.state,
-            protocol_type=summary.protocol_type, protocol_data=summary.protocol,
-            members=[R.DescribedGroupMember(
-                member_id=member.member_id, group_instance_id=member.group_instance_id,
-                client_id=member.client_id, client_host=member.client_host,
-                member_metadata=member.metadata, member_assignment=member.assignment)
-                for member in summary.members],
-            authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
-            else AUTHORIZED_OPERATIONS_OMITTED))
-    return R(groups=out)
-
-
-def list_groups(broker: Broker, ctx: RequestContext, req: m.ListGroupsRequest):
-    R = m.ListGroupsResponse
-    version = ctx.api_version
-    states = req.states_filter if version >= 4 else []
-    types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-    error, groups = _coordinator(broker).list_groups(states)
-    if types and CLASSIC_GROUP_TYPE not in types:
-        groups = []  # every group here is a classic group
-    return R(error_code=error, groups=[
-        R.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type,
-                      group_state=group.state, group_type=CLASSIC_GROUP_TYPE)
-        for group in groups])
-
-
-async def delete_groups(broker: Broker, ctx: RequestContext, req: m.DeleteGroupsRequest):
-    R = m.DeleteGroupsResponse
-    results = await _coordinator(broker).delete_groups(req.groups_names)
-    return R(results=[R.DeletableGroupResult(group_id=group_id, error_code=error)
-                      for group_id, error in results.items()])
+    async def delete_groups(self, ctx: RequestContext, req: m.DeleteGroupsRequest):
+        R = m.DeleteGroupsResponse
+        results = await self.coordinator.delete_groups(req.groups_names)
+        return R(results=[R.DeletableGroupResult(group_id=group_id, error_code=error)
+                          for group_id, error in results.items()])

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from odradek.controller.controller import TopicSpec
+from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.controller.controller import OpResult
+    from odradek.server.apis import ApiTable
     from odradek.server.network import RequestContext
+
+#: creates topics with the broker's defaults (the controller's CreateTopics)
+CreateTopics = Callable[[Sequence[TopicSpec]], Awaitable[list["OpResult"]]]
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -20,40 +27,15 @@ ENDPOINT_TYPE_CONTROLLER = 2
 ENDPOINT_TYPE_NAMES = {ENDPOINT_TYPE_BROKER: "BROKER", ENDPOINT_TYPE_CONTROLLER: "CONTROLLER"}
 
 
-def api_versions(broker: Broker, ctx: RequestContext, req: m.ApiVersionsRequest):
-    resp = m.ApiVersionsResponse(
-        error_code=ErrorCode.NONE,
-        api_keys=[
-            m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in broker.apis.advertised(broker.listener_kind(ctx.listener)).items()
-        ],
-    )
-    if ctx.api_version >= 3:
-        image = broker.image
-        resp.supported_features = [
-            m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
-            for name, (lo, hi) in broker.supported_features.items()
-        ]
-        resp.finalized_features_epoch = image.offset
-        resp.finalized_features = [
-            m.ApiVersionsResponse.FinalizedFeatureKey(
-                name=name, max_version_level=level, min_version_level=level
-            )
-            for name, level in sorted(image.features.items())
-        ]
-    return resp
-
-
-def unsupported_api_versions_response(broker: Broker, header) -> m.ApiVersionsResponse:
+def unsupported_api_versions_response(apis: ApiTable, header) -> m.ApiVersionsResponse:
     """The v0 answer to an ApiVersions request at a version we don't know (KIP-511)."""
-    lo, hi = broker.apis.versions[18]
+    lo, hi = apis.versions[18]
     return m.ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=lo, max_version=hi)],
     )
 
-
-def _brokers(broker: Broker, ctx: RequestContext, image: MetadataImage):
+def _brokers(ctx: RequestContext, image: MetadataImage):
     out = []
     for reg in image.brokers.values():
         if reg.fenced:
@@ -64,9 +46,7 @@ def _brokers(broker: Broker, ctx: RequestContext, image: MetadataImage):
         out.append((reg.broker_id, endpoint.host, endpoint.port, reg.rack))
     return out
 
-
-def _topic_metadata(broker: Broker, image: MetadataImage, topic: TopicImage, live: set[int],
-                    version: int) -> m.MetadataResponse.MetadataResponseTopic:
+def _topic_metadata(topic: TopicImage, live: set[int]) -> m.MetadataResponse.MetadataResponseTopic:
     parts = []
     for index in sorted(topic.partitions):
         reg = topic.partitions[index]
@@ -92,131 +72,187 @@ def _topic_metadata(broker: Broker, image: MetadataImage, topic: TopicImage, liv
     )
 
 
-async def metadata(broker: Broker, ctx: RequestContext, req: m.MetadataRequest):
-    version = ctx.api_version
-    image = broker.image
-    topics_out = []
-    if req.topics is None or (version == 0 and not req.topics):
-        # null (v1+) or empty at v0: all topics.
-        wanted_names = [t.name for t in image.topics_by_id.values()]
-        by_id = []
-    else:
-        wanted_names = [t.name for t in req.topics if t.name is not None]
-        by_id = [t.topic_id for t in req.topics if t.name is None]
-    allow_auto_create = req.allow_auto_topic_creation if version >= 4 else True
-    missing = [n for n in wanted_names if n not in image.topics_by_name]
-    created_errors: dict[str, ErrorCode] = {}
-    if missing and allow_auto_create and broker.config.get("auto.create.topics.enable"):
-        created_errors = await broker.auto_create_topics(missing)
-        image = broker.image
-    live = {b for b, reg in image.brokers.items() if not reg.fenced}
-    for name in wanted_names:
-        topic = image.topics_by_name.get(name)
-        if topic is None:
-            error = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            topics_out.append(
-                m.MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
-            )
-        else:
-            topics_out.append(_topic_metadata(broker, image, topic, live, version))
-    for topic_id in by_id:
-        topic = image.topics_by_id.get(topic_id)
-        if topic is None:
-            topics_out.append(
-                m.MetadataResponse.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id
-                )
-            )
-        else:
-            topics_out.append(_topic_metadata(broker, image, topic, live, version))
-    return m.MetadataResponse(
-        brokers=[
-            m.MetadataResponse.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r)
-            for b, h, p, r in _brokers(broker, ctx, image)
-        ],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id,
-        topics=topics_out,
-    )
+class MetadataApis:
+    """ApiVersions, Metadata, DescribeCluster and DescribeTopicPartitions, answered from the
+    metadata image this broker has."""
 
+    def __init__(self, *, cache: MetadataCache, apis: ApiTable, cluster_id: str,
+                 controller_id: Callable[[], int], listener_kind: Callable[[str], str],
+                 controller_endpoints: Callable[[str], list[tuple[int, str, int]]],
+                 supported_features: Mapping[str, tuple[int, int]],
+                 create_topics: CreateTopics, auto_create_topics: Callable[[], bool]) -> None:
+        self.cache = cache
+        self.apis = apis
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.listener_kind = listener_kind
+        self.controller_endpoints = controller_endpoints
+        self.supported_features = supported_features
+        self.create_topics = create_topics
+        self.auto_create_topics_enabled = auto_create_topics
 
-def describe_cluster(broker: Broker, ctx: RequestContext, req: m.DescribeClusterRequest):
-    """Brokers on a broker listener, controllers on a controller listener (KIP-919); asking a
-    listener for the other kind of endpoint is an error, as in Kafka."""
-    R = m.DescribeClusterResponse
-    on_controller = broker.listener_kind(ctx.listener) == "controller"
-    expected = ENDPOINT_TYPE_CONTROLLER if on_controller else ENDPOINT_TYPE_BROKER
-    requested = req.endpoint_type
-    if requested not in ENDPOINT_TYPE_NAMES:
-        return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
-                 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                 error_message=f"Unsupported endpoint type {requested}",
-                 cluster_id="")
-    if requested != expected:
-        return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
-                 else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
-                 error_message=f"The request was sent to an endpoint of type "
-                               f"{ENDPOINT_TYPE_NAMES[expected]}, but we wanted an endpoint of "
-                               f"type {ENDPOINT_TYPE_NAMES[requested]}",
-                 cluster_id="")
-    if on_controller:
-        nodes = [(node_id, host, port, None)
-                 for node_id, host, port in broker.controller_endpoints(ctx.listener)]
-    else:
-        nodes = _brokers(broker, ctx, broker.image)
-    return R(
-        error_code=ErrorCode.NONE,
-        endpoint_type=expected,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id,
-        brokers=[R.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
-                 for b, h, p, r in nodes],
-    )
-
-
-def describe_topic_partitions(broker: Broker, ctx: RequestContext,
-                              req: m.DescribeTopicPartitionsRequest):
-    image = broker.image
-    live = {b for b, reg in image.brokers.items() if not reg.fenced}
-    names = [t.name for t in req.topics] or sorted(image.topics_by_name)
-    names = sorted(names)
-    cursor = req.cursor
-    if cursor is not None:
-        names = [n for n in names if n >= cursor.topic_name]
-    budget = max(1, req.response_partition_limit)
-    topics_out = []
-    next_cursor = None
-    R = m.DescribeTopicPartitionsResponse
-    for name in names:
-        topic = image.topics_by_name.get(name)
-        if topic is None:
-            topics_out.append(R.DescribeTopicPartitionsResponseTopic(
-                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
-            continue
-        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        parts = []
-        for index in sorted(topic.partitions):
-            if index < start:
+    async def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        """Creates missing topics a Metadata request names; returns the errors of those that
+        could not be created."""
+        results = await self.create_topics([TopicSpec(name=n) for n in names])
+        out = {}
+        for name, res in zip(names, results):
+            if res.error == ErrorCode.NONE:
+                # Kafka answers LEADER_NOT_AVAILABLE until the new topic is fully visible; here
+                # it is visible at once (the create returns once committed), so the caller
+                # reads it from the new image.
                 continue
-            if budget == 0:
-                next_cursor = R.Cursor(topic_name=name, partition_index=index)
+            out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                         if res.error == ErrorCode.TOPIC_ALREADY_EXISTS else res.error)
+        return out
+
+    def api_versions(self, ctx: RequestContext, req: m.ApiVersionsRequest):
+        resp = m.ApiVersionsResponse(
+            error_code=ErrorCode.NONE,
+            api_keys=[
+                m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in self.apis.advertised(self.listener_kind(ctx.listener)).items()
+            ],
+        )
+        if ctx.api_version >= 3:
+            image = self.cache.image
+            resp.supported_features = [
+                m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+                for name, (lo, hi) in self.supported_features.items()
+            ]
+            resp.finalized_features_epoch = image.offset
+            resp.finalized_features = [
+                m.ApiVersionsResponse.FinalizedFeatureKey(
+                    name=name, max_version_level=level, min_version_level=level
+                )
+                for name, level in sorted(image.features.items())
+            ]
+        return resp
+
+    async def metadata(self, ctx: RequestContext, req: m.MetadataRequest):
+        version = ctx.api_version
+        image = self.cache.image
+        topics_out = []
+        if req.topics is None or (version == 0 and not req.topics):
+            # null (v1+) or empty at v0: all topics.
+            wanted_names = [t.name for t in image.topics_by_id.values()]
+            by_id = []
+        else:
+            wanted_names = [t.name for t in req.topics if t.name is not None]
+            by_id = [t.topic_id for t in req.topics if t.name is None]
+        allow_auto_create = req.allow_auto_topic_creation if version >= 4 else True
+        missing = [n for n in wanted_names if n not in image.topics_by_name]
+        created_errors: dict[str, ErrorCode] = {}
+        if missing and allow_auto_create and self.auto_create_topics_enabled():
+            created_errors = await self.auto_create_topics(missing)
+            image = self.cache.image
+        live = {b for b, reg in image.brokers.items() if not reg.fenced}
+        for name in wanted_names:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                error = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics_out.append(
+                    m.MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
+                )
+            else:
+                topics_out.append(_topic_metadata(topic, live))
+        for topic_id in by_id:
+            topic = image.topics_by_id.get(topic_id)
+            if topic is None:
+                topics_out.append(
+                    m.MetadataResponse.MetadataResponseTopic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id
+                    )
+                )
+            else:
+                topics_out.append(_topic_metadata(topic, live))
+        return m.MetadataResponse(
+            brokers=[
+                m.MetadataResponse.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r)
+                for b, h, p, r in _brokers(ctx, image)
+            ],
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id(),
+            topics=topics_out,
+        )
+
+    def describe_cluster(self, ctx: RequestContext, req: m.DescribeClusterRequest):
+        """Brokers on a broker listener, controllers on a controller listener (KIP-919); asking a
+        listener for the other kind of endpoint is an error, as in Kafka."""
+        R = m.DescribeClusterResponse
+        on_controller = self.listener_kind(ctx.listener) == "controller"
+        expected = ENDPOINT_TYPE_CONTROLLER if on_controller else ENDPOINT_TYPE_BROKER
+        requested = req.endpoint_type
+        if requested not in ENDPOINT_TYPE_NAMES:
+            return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
+                     else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                     error_message=f"Unsupported endpoint type {requested}",
+                     cluster_id="")
+        if requested != expected:
+            return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
+                     else ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                     error_message=f"The request was sent to an endpoint of type "
+                                   f"{ENDPOINT_TYPE_NAMES[expected]}, but we wanted an endpoint of "
+                                   f"type {ENDPOINT_TYPE_NAMES[requested]}",
+                     cluster_id="")
+        if on_controller:
+            nodes = [(node_id, host, port, None)
+                     for node_id, host, port in self.controller_endpoints(ctx.listener)]
+        else:
+            nodes = _brokers(ctx, self.cache.image)
+        return R(
+            error_code=ErrorCode.NONE,
+            endpoint_type=expected,
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id(),
+            brokers=[R.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
+                     for b, h, p, r in nodes],
+        )
+
+    def describe_topic_partitions(self, ctx: RequestContext,
+                                  req: m.DescribeTopicPartitionsRequest):
+        image = self.cache.image
+        live = {b for b, reg in image.brokers.items() if not reg.fenced}
+        names = [t.name for t in req.topics] or sorted(image.topics_by_name)
+        names = sorted(names)
+        cursor = req.cursor
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        budget = max(1, req.response_partition_limit)
+        topics_out = []
+        next_cursor = None
+        R = m.DescribeTopicPartitionsResponse
+        for name in names:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                continue
+            resumes_here = cursor is not None and name == cursor.topic_name
+            start = cursor.partition_index if resumes_here else 0
+            parts = []
+            for index in sorted(topic.partitions):
+                if index < start:
+                    continue
+                if budget == 0:
+                    next_cursor = R.Cursor(topic_name=name, partition_index=index)
+                    break
+                reg = topic.partitions[index]
+                parts.append(R.DescribeTopicPartitionsResponsePartition(
+                    error_code=ErrorCode.NONE,
+                    partition_index=index,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=list(reg.replicas),
+                    isr_nodes=list(reg.isr),
+                    eligible_leader_replicas=[],
+                    last_known_elr=[],
+                    offline_replicas=[r for r in reg.replicas if r not in live],
+                ))
+                budget -= 1
+            topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+                is_internal=topic.internal, partitions=parts))
+            if next_cursor is not None:
                 break
-            reg = topic.partitions[index]
-            parts.append(R.DescribeTopicPartitionsResponsePartition(
-                error_code=ErrorCode.NONE,
-                partition_index=index,
-                leader_id=reg.leader,
-                leader_epoch=reg.leader_epoch,
-                replica_nodes=list(reg.replicas),
-                isr_nodes=list(reg.isr),
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[r for r in reg.replicas if r not in live],
-            ))
-            budget -= 1
-        topics_out.append(R.DescribeTopicPartitionsResponseTopic(
-            error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
-            is_internal=topic.internal, partitions=parts))
-        if next_cursor is not None:
-            break
-    return R(topics=topics_out, next_cursor=next_cursor)
+        return R(topics=topics_out, next_cursor=next_cursor)

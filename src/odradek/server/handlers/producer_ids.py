@@ -8,21 +8,25 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.coordinator.producer_ids import ProducerIdManager
     from odradek.server.network import RequestContext
 
 MAX_EPOCH = 32767
 
 
-async def init_producer_id(broker: Broker, ctx: RequestContext, req: m.InitProducerIdRequest):
-    R = m.InitProducerIdResponse
-    if req.transactional_id is not None:
-        # No transaction coordinator yet: refuse transactional producers explicitly.
-        return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                 producer_id=-1, producer_epoch=-1)
-    if req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH - 1:
-        # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
-        return R(error_code=ErrorCode.NONE, producer_id=req.producer_id,
-                 producer_epoch=req.producer_epoch + 1)
-    producer_id = await broker.next_producer_id()
-    return R(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+class ProducerIdApis:
+    def __init__(self, producer_ids: ProducerIdManager) -> None:
+        self.producer_ids = producer_ids
+
+    async def init_producer_id(self, ctx: RequestContext, req: m.InitProducerIdRequest):
+        R = m.InitProducerIdResponse
+        if req.transactional_id is not None:
+            # No transaction coordinator yet: refuse transactional producers explicitly.
+            return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     producer_id=-1, producer_epoch=-1)
+        if req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH - 1:
+            # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
+            return R(error_code=ErrorCode.NONE, producer_id=req.producer_id,
+                     producer_epoch=req.producer_epoch + 1)
+        producer_id = await self.producer_ids.generate_producer_id()
+        return R(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -13,15 +13,14 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
     from odradek.server.network import RequestContext
 
 
-def sasl_handshake(broker: Broker, ctx: RequestContext, req: m.SaslHandshakeRequest):
+def sasl_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest):
     return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
-def sasl_authenticate(broker: Broker, ctx: RequestContext, req: m.SaslAuthenticateRequest):
+def sasl_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest):
     return m.SaslAuthenticateResponse(
         error_code=ErrorCode.ILLEGAL_SASL_STATE,
         error_message="SaslAuthenticate request received after successful authentication",

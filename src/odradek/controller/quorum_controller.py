@@ -1,0 +1,127 @@
+"""The active controller: admin operations carried out through the metadata quorum.
+
+Kafka's QuorumController in one process: each operation computes its records from the current
+image (`ControllerState`, pure), appends them to the quorum and returns only once they are
+committed. Operations are serialised by one lock, so the next operation (and whoever reads the
+image after one returns) sees an image that includes the previous one's records.
+
+This is the seam brokers use to reach the controller (admin requests, broker registration,
+producer-id blocks); a broker that is not the active controller will reach one over the
+controller channel with the same calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from odradek.controller.controller import ControllerState, OpResult, TopicSpec
+from odradek.controller.quorum import MetadataQuorum
+from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+
+#: (listener name, host, port, security protocol id) as a broker registers it
+RegisteredEndpoint = tuple[str, str, int, int]
+
+
+class QuorumController:
+    def __init__(self, quorum: MetadataQuorum, state: ControllerState, *,
+                 is_dynamic_broker_config: Callable[[str], bool],
+                 list_topic_configs: frozenset[str] | set[str]) -> None:
+        self.quorum = quorum
+        self.state = state
+        self._is_dynamic_broker_config = is_dynamic_broker_config
+        self._list_topic_configs = list_topic_configs
+        self._lock = asyncio.Lock()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.quorum.image
+
+    async def _commit(self, records: list[Any]) -> None:
+        """Append records to the metadata quorum and wait until they are committed."""
+        if not records:
+            return
+        committed = self.quorum.append(records)
+        try:
+            await asyncio.shield(committed)
+        except asyncio.CancelledError:
+            # The caller went away (its connection closed), but the records are in the log
+            # and will commit: keep the lock until they have, so the next operation does not
+            # compute its records from an image that lacks them.
+            await asyncio.wait([committed])
+            if not committed.cancelled():
+                committed.exception()  # retrieved: its failure is not logged as unhandled
+            raise
+
+    # -- cluster bootstrap and membership
+    async def bootstrap_metadata_version(self, level: int) -> None:
+        """Writes the metadata.version feature level into a freshly formatted log."""
+        async with self._lock:
+            if self.image.metadata_version == 0:
+                await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
+                                                         feature_level=level)])
+
+    async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
+                              endpoints: Sequence[RegisteredEndpoint], rack: str | None,
+                              features: Mapping[str, tuple[int, int]]) -> int:
+        """Registers (or re-registers) a broker; returns its broker epoch."""
+        async with self._lock:
+            epoch = self.quorum.log.log_end_offset
+            records = self.state.register_broker(self.image, broker_id, incarnation_id, epoch,
+                                                 list(endpoints), rack, features)
+            await self._commit(records)
+            return epoch
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """A block of producer ids for a broker: (first id, count)."""
+        async with self._lock:
+            block, records = self.state.allocate_producer_ids(self.image, broker_id,
+                                                              broker_epoch)
+            await self._commit(records)
+            return block
+
+    # -- admin operations
+    async def create_topics(self, specs: Sequence[TopicSpec],
+                            validate_only: bool = False) -> list[OpResult]:
+        async with self._lock:
+            results, records = self.state.create_topics(self.image, specs)
+            if not validate_only:
+                await self._commit(records)
+            return results
+
+    async def delete_topics(self, names: Sequence[str],
+                            ids: Sequence[uuid.UUID]) -> list[OpResult]:
+        async with self._lock:
+            results, records = self.state.delete_topics(self.image, names, ids)
+            await self._commit(records)
+            return results
+
+    async def create_partitions(self, name: str, count: int,
+                                assignments: list[list[int]] | None,
+                                validate_only: bool) -> OpResult:
+        async with self._lock:
+            result, records = self.state.create_partitions(self.image, name, count, assignments)
+            if not validate_only:
+                await self._commit(records)
+            return result
+
+    async def alter_configs(self, resource_type: int, resource_name: str,
+                            ops: list[tuple[str, int, str | None]], *, incremental: bool,
+                            validate_only: bool) -> OpResult:
+        if resource_type == RESOURCE_BROKER:
+            unknown = [k for k, _op, _v in ops if not self._is_dynamic_broker_config(k)]
+            if unknown:
+                return OpResult.fail(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Cannot update these configs dynamically: {set(unknown)}")
+        async with self._lock:
+            result, records = self.state.alter_configs(
+                self.image, resource_type, resource_name, ops, incremental=incremental,
+                list_keys=self._list_topic_configs)
+            if result.error == ErrorCode.NONE and not validate_only:
+                await self._commit(records)
+            return result
