@@ -74,8 +74,9 @@ class MetadataQuorum:
         self.listeners: list[MetadataListener] = []
         self._flush: FlushFunction = flush if flush is not None else self._flush_log
         self._pending: deque[_PendingBatch] = deque()  # appended, not committed; offset order
+        # The commit index is the metadata log's high watermark (as in KRaft); the waiters
+        # follow it.
         self._commits = CommitWaiters()  # the appenders' futures (the one commit mechanism)
-        self._committed_offset = -1
         self._flushed_end = 0  # this voter's log is on disk below this offset
         self._flusher: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
@@ -85,12 +86,12 @@ class MetadataQuorum:
     @property
     def committed_offset(self) -> int:
         """The last committed offset of the metadata log (-1: nothing committed)."""
-        return self._committed_offset
+        return self.log.high_watermark - 1
 
     @property
     def high_watermark(self) -> int:
         """Raft's high watermark: the offset after the last committed one."""
-        return self._committed_offset + 1
+        return self.log.high_watermark
 
     @property
     def pending_batches(self) -> int:
@@ -128,7 +129,7 @@ class MetadataQuorum:
         # A tail a crash left only in the page cache is synced by the next flush (the
         # LeaderChange's), which starts at the recovery point.
         self._flushed_end = self.log.recovery_point
-        self._set_committed(self.log.log_end_offset - 1)
+        self.log.update_high_watermark(self.log.log_end_offset)
         self._commits.reset(self.log.log_end_offset)
         log.info("replayed %d metadata records up to offset %d (epoch %d)", count,
                  self.image.offset, self.epoch)
@@ -185,7 +186,7 @@ class MetadataQuorum:
         if self._pending:
             return self._commits.wait(self._pending[-1].last_offset)
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        waiter.set_result(self._committed_offset)
+        waiter.set_result(self.committed_offset)
         return waiter
 
     # -- commit path
@@ -222,9 +223,8 @@ class MetadataQuorum:
     def _advance_commit(self, offset: int) -> None:
         """Move the commit index to `offset` and publish the batches it passes, in offset
         order: each becomes the next image, then listeners see it, then its waiters complete."""
-        if offset <= self._committed_offset:
+        if not self.log.maybe_increment_high_watermark(offset + 1):
             return
-        self._set_committed(offset)
         failed: dict[int, BaseException] = {}
         while self._pending and self._pending[0].last_offset <= offset:
             batch = self._pending.popleft()
@@ -232,10 +232,6 @@ class MetadataQuorum:
             if error is not None:
                 failed[batch.last_offset] = error
         self._commits.advance(offset + 1, failed)
-
-    def _set_committed(self, offset: int) -> None:
-        self._committed_offset = offset
-        self.log.update_high_watermark(offset + 1)
 
     def _publish(self, batch: _PendingBatch) -> BaseException | None:
         try:
