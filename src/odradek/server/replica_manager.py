@@ -327,7 +327,10 @@ class ReplicaManager:
                required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> PendingAppend:
         """Appends to the leader's log at once; the result's `committed` says when the high
         watermark passes it. Raises KafkaError when the append itself fails."""
-        partition = self.leader_partition_or_raise(topic, index)
+        partition, error = self.get_partition(topic, index)
+        if partition is None:
+            raise KafkaError(error)
+        # The partition checks leadership itself, where the append happens.
         pending = partition.append_as_leader(records, required_acks, self.clock.time_ms(),
                                              origin)
         self.fetch_purgatory.notify(partition.key)
