@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from odradek.cli.common import configure_logging
-from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError
+from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError, admin_props
 from odradek.client import AdminClient, KafkaError, OffsetSpec, TopicPartition
 from odradek.client.admin_groups import GroupDescription, OffsetAndMetadata
 from odradek.protocol.errors import ErrorCode
@@ -818,17 +818,12 @@ def _assignment_text(assignment: Sequence[TopicPartition]) -> str:
 
 
 def admin_config(options: ParsedOptions) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    path = options.value("command-config")
-    if path is not None:
-        from odradek.config import ConfigError, load_properties
+    from odradek.config import ConfigError
 
-        try:
-            config.update(load_properties(path))
-        except ConfigError as exc:
-            raise CommandError(str(exc)) from None
-    config["bootstrap.servers"] = options.value("bootstrap-server")
-    return config
+    try:
+        return admin_props(options, options.value("bootstrap-server"))
+    except (FileNotFoundError, ConfigError) as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def execute(options: ParsedOptions, out: TextIO, err: TextIO) -> bool:

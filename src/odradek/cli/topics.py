@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from odradek.cli.common import configure_logging
-from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError
+from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError, admin_props
 from odradek.client import (
     AdminClient,
     ConfigEntry,
@@ -496,18 +496,12 @@ def partition_line(topic: str, partition: TopicPartitionInfo) -> str:
 
 
 def admin_config(options: ParsedOptions) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    path = options.value("command-config")
-    if path is not None:
-        from odradek.config import ConfigError, load_properties
+    from odradek.config import ConfigError
 
-        try:
-            config.update(load_properties(path))
-        except ConfigError as exc:
-            raise CommandError(f"{path} (No such file or directory)"
-                               if "does not exist" in str(exc) else str(exc)) from None
-    config["bootstrap.servers"] = options.value("bootstrap-server")
-    return config
+    try:
+        return admin_props(options, options.value("bootstrap-server"))
+    except (FileNotFoundError, ConfigError) as exc:
+        raise CommandError(str(exc)) from None
 
 
 async def execute(options: ParsedOptions, out: Any) -> None:
