@@ -42,6 +42,7 @@ from odradek.protocol.records import (
     iter_batches,
     iter_records,
 )
+from odradek.storage.log import Log
 from odradek.storage.validator import AppendOrigin
 
 log = logging.getLogger("odradek.quorum")
@@ -64,7 +65,7 @@ class _PendingBatch:
 
 
 class MetadataQuorum:
-    def __init__(self, metadata_log: Any, node_id: int, *, clock: Clock = SYSTEM_CLOCK,
+    def __init__(self, metadata_log: Log, node_id: int, *, clock: Clock = SYSTEM_CLOCK,
                  flush: FlushFunction | None = None) -> None:
         self.log = metadata_log
         self.node_id = node_id
