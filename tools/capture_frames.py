@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""Capture byte-exact request frames from real Kafka clients.
+"""Capture byte-exact request frames from real Kafka clients talking to a real Odradek broker.
 
-A throwaway Kafka peer on 127.0.0.1 (random port), built only with Odradek's codec: every byte
-it sends comes from `odradek.protocol` encoders. It records each request frame as received
-(without the size prefix) and answers just enough for clients to go on: ApiVersions, Metadata
-(one broker, itself; every topic one partition led by node 0), Produce, InitProducerId,
-ListOffsets, Fetch (records given with `serve_records`, or produced ones), FindCoordinator and
-OffsetForLeaderEpoch.
+Each capture starts a throwaway Odradek node (a child process, data in a temporary directory,
+random ports on 127.0.0.1, started as the broker tests start theirs) and puts a recording proxy
+in front of it. Every scenario runs a real client against a fresh proxy; the proxy records each
+request frame as the client sent it (without the size prefix) and forwards it to the broker.
 
 Modes::
 
     capture_frames.py --out tests/vectors          run every client scenario, write vectors
-    capture_frames.py --serve [--port N]           run the capture peer alone until Ctrl-C
+    capture_frames.py --serve [--port N] [--out DIR]
+                                                   a real broker behind the proxy until Ctrl-C
     capture_frames.py --upstream HOST:PORT --out DIR [--port N] [--duration S]
-                                                   recording proxy in front of a real broker
+                                                   recording proxy in front of a running broker
 
 The recording proxy forwards each connection to the upstream broker and records request and
 response frames. It rewrites the broker addresses in Metadata and FindCoordinator responses to
@@ -32,13 +31,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError, ErrorCode, UnsupportedVersionError
@@ -50,21 +49,15 @@ from odradek.protocol.framing import (
     encode_response,
     peek_correlation_id,
 )
-from odradek.protocol.records import (
-    Compression,
-    RecordBatchBuilder,
-    iter_batches,
-    patch_base_offset,
-)
+from odradek.protocol.records import Compression, RecordBatchBuilder
 
 MAX_FRAME_SIZE = 100 * 1024 * 1024
 POLL_INTERVAL = 0.1  # seconds between checks of the stop flag in blocking socket calls
-LONG_POLL_CAP_MS = 500  # an empty Fetch waits min(max_wait_ms, this), like a broker's long poll
 LOOPBACK = "127.0.0.1"
 
 API_VERSIONS = 18
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
+INIT_PRODUCER_ID = 22
+TRANSACTION_APIS = {24, 26}  # AddPartitionsToTxn, EndTxn
 
 # ------------------------------------------------------------------------------------------------
 # recorded frames
@@ -74,14 +67,14 @@ EARLIEST_TIMESTAMP = -2
 class CapturedFrame:
     """One request frame as the client sent it, without the 4-byte size prefix."""
 
-    sequence: int  # arrival order across all connections of one peer
+    sequence: int  # arrival order across all connections of one proxy
     connection: int
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     frame: bytes
-    error: str | None = None  # decode failure, if any (a finding, not a peer bug)
+    error: str | None = None  # Odradek's decode failure, if any (a finding, not a capture bug)
 
     @property
     def api_name(self) -> str:
@@ -95,6 +88,17 @@ class Exchange:
 
     request: CapturedFrame
     response: bytes | None = None  # upstream's response frame without size prefix
+
+
+def _decode_error(frame: bytes) -> str | None:
+    """Why Odradek's codec cannot decode a request frame (None: it can)."""
+    try:
+        decode_request(frame)
+    except UnsupportedVersionError as exc:
+        return f"unsupported: {exc}"
+    except DecodeError as exc:
+        return f"decode: {exc}"
+    return None
 
 
 def _header_fields(frame: bytes) -> tuple[int, int, int, str | None, str | None]:
@@ -121,8 +125,9 @@ class _Recorder:
         self._lock = threading.Lock()
         self._frames: list[CapturedFrame] = []
 
-    def record(self, connection: int, frame: bytes, error: str | None = None) -> CapturedFrame:
+    def record(self, connection: int, frame: bytes) -> CapturedFrame:
         key, version, correlation, client_id, header_error = _header_fields(frame)
+        error = header_error or _decode_error(frame)
         with self._lock:
             captured = CapturedFrame(
                 len(self._frames),
@@ -132,7 +137,7 @@ class _Recorder:
                 correlation,
                 client_id,
                 frame,
-                error or header_error,
+                error,
             )
             self._frames.append(captured)
         return captured
@@ -240,526 +245,94 @@ class _LoopbackServer:
 
 
 # ------------------------------------------------------------------------------------------------
-# the capture peer
+# the real broker behind the proxy
+
+TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
+BROKER_START_TIMEOUT_S = 60.0
+SETUP_TIMEOUT_S = 30.0  # per direct request that prepares a scenario
 
 
-class PartitionLog:
-    """Batches of one partition, for Fetch; produced batches get offsets assigned in place."""
+def _test_harness() -> tuple[type, type, Callable[..., m.ProduceRequest]]:
+    """(BrokerProcess, RawClient, produce_request) from the tests' harness: a throwaway node is
+    started here exactly as the broker tests start theirs, not by a copy of that code."""
+    for directory in (TESTS_DIR, TESTS_DIR / "server"):
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+    from broker_process import BrokerProcess
+    from raw_client import RawClient, produce_request
+
+    return BrokerProcess, RawClient, produce_request
+
+
+class CaptureBroker:
+    """A real Odradek node in a child process, its data in a temporary directory, random ports
+    on 127.0.0.1. Scenarios are prepared with direct requests (not through the proxy, so they
+    are not recorded): topics created, records appended for consumers."""
 
     def __init__(self) -> None:
-        self.batches: list[tuple[int, int, bytes]] = []  # (base offset, next offset, bytes)
-        self.next_offset = 0
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._process: Any = None
 
-    def append(self, records: bytes | memoryview) -> int:
-        """Append v2 batches, assigning offsets; returns the first one's base offset."""
-        data = bytearray(records)
-        base = self.next_offset
-        for pos, header in iter_batches(data):
-            patch_base_offset(data, pos, self.next_offset)
-            first = self.next_offset
-            self.next_offset += header.last_offset_delta + 1
-            self.batches.append((first, self.next_offset, bytes(data[pos : pos + header.size])))
-        return base
-
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches holding `offset` and after, at least one, then up to `max_bytes`."""
-        out = bytearray()
-        for _, next_offset, batch in self.batches:
-            if next_offset <= offset:
-                continue
-            if out and len(out) + len(batch) > max_bytes:
-                break
-            out += batch
-        return bytes(out)
-
-
-class CapturePeer(_LoopbackServer):
-    """The fake broker (node 0). Records every request frame in `frames()`."""
-
-    PRODUCER_ID = 1000
-    PRODUCER_EPOCH = 0
-    LEADER_EPOCH = 0
-    CLUSTER_ID = "odradek-capture-peer"
-
-    def __init__(self, topics: Iterable[str] = (), port: int = 0) -> None:
-        super().__init__(port)
-        self._recorder = _Recorder()
-        self._lock = threading.Lock()
-        self._topic_ids: dict[str, uuid.UUID] = {}
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
-        for topic in topics:
-            self._topic_id(topic)
-        self._handlers: dict[int, Callable[[m.RequestHeader, Any], Any]] = {
-            0: self._produce,
-            1: self._fetch,
-            2: self._list_offsets,
-            3: self._metadata,
-            10: self._find_coordinator,
-            18: self._api_versions,
-            22: self._init_producer_id,
-            23: self._offset_for_leader_epoch,
-            # a single-member classic consumer group: the member leads and gets what it assigns
-            8: self._offset_commit,
-            9: self._offset_fetch,
-            11: self._join_group,
-            12: self._heartbeat,
-            13: self._leave_group,
-            14: self._sync_group,
-            # transactions: every step succeeds
-            24: self._add_partitions_to_txn,
-            26: self._end_txn,
-            # admin: topics are created, grown and deleted in name only
-            16: self._list_groups,
-            19: self._create_topics,
-            20: self._delete_topics,
-            32: self._describe_configs,
-            37: self._create_partitions,
-            60: self._describe_cluster,
-        }
-        self._committed: dict[tuple[str, str, int], int] = {}  # (group, topic, partition)
-        self._groups: set[str] = set()
-
-    # ---------------------------------------------------------------------------- public
-
-    def frames(self) -> list[CapturedFrame]:
-        return self._recorder.snapshot()
-
-    def serve_records(self, topic: str, partition: int, records: bytes) -> int:
-        """Make `records` (v2 batches) fetchable; returns the base offset they got."""
-        with self._lock:
-            return self._log(topic, partition).append(records)
-
-    def high_watermark(self, topic: str, partition: int) -> int:
-        with self._lock:
-            return self._log(topic, partition).next_offset
-
-    # ---------------------------------------------------------------------------- plumbing
-
-    def _topic_id(self, name: str) -> uuid.UUID:
-        if name not in self._topic_ids:
-            self._topic_ids[name] = uuid.uuid4()
-        return self._topic_ids[name]
-
-    def _log(self, topic: str, partition: int) -> PartitionLog:
-        self._topic_id(topic)
-        return self._logs.setdefault((topic, partition), PartitionLog())
-
-    def serve(self, sock: socket.socket, connection: int) -> None:
-        for frame in self.read_frames(sock):
-            response = self._answer(connection, frame)
-            if response is not None:
-                sock.sendall(response)
-
-    def _answer(self, connection: int, frame: bytes) -> bytes | None:
+    def __enter__(self) -> Self:
+        broker_process, _, _ = _test_harness()
+        self._workdir = tempfile.TemporaryDirectory(prefix="odradek-capture-")
+        self._process = broker_process(Path(self._workdir.name))
         try:
-            header, request = decode_request(frame)
-        except UnsupportedVersionError as exc:
-            self._recorder.record(connection, frame, f"unsupported: {exc}")
-            header = exc.header
-            if header is not None and header.request_api_key == API_VERSIONS:
-                # KIP-511: answer a too-new ApiVersions at v0 with our ranges
-                body = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
-                return encode_response(API_VERSIONS, 0, header.correlation_id, body)
+            self._process.start(BROKER_START_TIMEOUT_S)
+        except BaseException:
+            self._cleanup()
             raise
-        except DecodeError as exc:
-            self._recorder.record(connection, frame, f"decode: {exc}")
-            raise
-        self._recorder.record(connection, frame)
-        handler = self._handlers.get(header.request_api_key)
-        if handler is None:
-            raise RuntimeError(f"no answer for api key {header.request_api_key}")
-        with self._lock:
-            body = handler(header, request)
-        if body is None:  # acks=0 produce
-            return None
-        if header.request_api_key == 1:
-            body = self._long_poll(header, request, body)
-        return encode_response(
-            header.request_api_key, header.request_api_version, header.correlation_id, body
-        )
+        return self
 
-    def _long_poll(self, header: m.RequestHeader, request: Any, body: Any) -> Any:
-        """An empty Fetch waits like a broker would, so consumers don't spin."""
-        if any(p.records for t in body.responses for p in t.partitions):
-            return body
-        self.stopping.wait(min(request.max_wait_ms, LONG_POLL_CAP_MS) / 1000)
-        with self._lock:
-            return self._fetch(header, request)
+    def __exit__(self, *exc_info: object) -> None:
+        self._cleanup()
 
-    # ---------------------------------------------------------------------------- answers
+    def _cleanup(self) -> None:
+        try:
+            if self._process is not None:
+                self._process.stop()
+        finally:
+            if self._workdir is not None:
+                self._workdir.cleanup()
 
-    def _api_versions_body(self, error: ErrorCode = ErrorCode.NONE) -> m.ApiVersionsResponse:
-        versions = []
-        for key in sorted(self._handlers):
-            spec = m.API_BY_KEY[key]
-            versions.append(
-                m.ApiVersionsResponse.ApiVersion(
-                    api_key=key, min_version=spec.min_version, max_version=spec.max_version
-                )
+    @property
+    def upstream(self) -> tuple[str, int]:
+        return (self._process.host, self._process.port)
+
+    @property
+    def address(self) -> str:
+        return self._process.bootstrap
+
+    def log_tail(self) -> str:
+        return self._process.log_tail()
+
+    def api_keys(self) -> set[int]:
+        """The API keys the broker advertises in ApiVersions."""
+        _, raw_client, _ = _test_harness()
+        with raw_client(*self.upstream, timeout=SETUP_TIMEOUT_S) as client:
+            response = client.call(
+                API_VERSIONS,
+                3,
+                m.ApiVersionsRequest(
+                    client_software_name="capture_frames", client_software_version="1"
+                ),
             )
-        return m.ApiVersionsResponse(error_code=int(error), api_keys=versions)
+        return {api.api_key for api in response.api_keys}
 
-    def _api_versions(self, header: m.RequestHeader, request: Any) -> Any:
-        return self._api_versions_body()
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        _, raw_client, _ = _test_harness()
+        with raw_client(*self.upstream, timeout=SETUP_TIMEOUT_S) as client:
+            client.create_topic(topic, partitions)
 
-    def _metadata(self, header: m.RequestHeader, request: m.MetadataRequest) -> Any:
-        version = header.request_api_version
-        if request.topics is None or (version == 0 and not request.topics):
-            names = list(self._topic_ids)
-        else:
-            by_id = {topic_id: name for name, topic_id in self._topic_ids.items()}
-            names = [t.name if t.name is not None else by_id[t.topic_id] for t in request.topics]
-        response_cls = m.MetadataResponse
-        topics = []
-        for name in names:
-            partition = response_cls.MetadataResponsePartition(
-                partition_index=0,
-                leader_id=0,
-                leader_epoch=self.LEADER_EPOCH,
-                replica_nodes=[0],
-                isr_nodes=[0],
-            )
-            topics.append(
-                response_cls.MetadataResponseTopic(
-                    name=name, topic_id=self._topic_id(name), partitions=[partition]
-                )
-            )
-        broker = response_cls.MetadataResponseBroker(node_id=0, host=LOOPBACK, port=self.port)
-        return response_cls(
-            brokers=[broker], cluster_id=self.CLUSTER_ID, controller_id=0, topics=topics
-        )
-
-    def _produce(self, header: m.RequestHeader, request: m.ProduceRequest) -> Any:
-        response_cls = m.ProduceResponse
-        topics = []
-        for topic in request.topic_data:
-            partitions = []
-            for data in topic.partition_data:
-                base = self._log(topic.name, data.index).append(data.records or b"")
-                partitions.append(
-                    response_cls.PartitionProduceResponse(
-                        index=data.index, base_offset=base, log_start_offset=0
-                    )
-                )
-            topics.append(
-                response_cls.TopicProduceResponse(name=topic.name, partition_responses=partitions)
-            )
-        if request.acks == 0:
-            return None
-        return response_cls(responses=topics)
-
-    def _init_producer_id(self, header: m.RequestHeader, request: Any) -> Any:
-        return m.InitProducerIdResponse(
-            producer_id=self.PRODUCER_ID, producer_epoch=self.PRODUCER_EPOCH
-        )
-
-    def _list_offsets(self, header: m.RequestHeader, request: m.ListOffsetsRequest) -> Any:
-        response_cls = m.ListOffsetsResponse
-        version = header.request_api_version
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                log = self._log(topic.name, p.partition_index)
-                offset = log.next_offset if p.timestamp == LATEST_TIMESTAMP else 0
-                answer = response_cls.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index
-                )
-                # the fields are versioned and not ignorable: set only those of this version
-                if version == 0:
-                    answer.old_style_offsets = [offset]
-                else:
-                    answer.offset = offset
-                if version >= 4:
-                    answer.leader_epoch = self.LEADER_EPOCH
-                partitions.append(answer)
-            topics.append(
-                response_cls.ListOffsetsTopicResponse(name=topic.name, partitions=partitions)
-            )
-        return response_cls(topics=topics)
-
-    def _fetch(self, header: m.RequestHeader, request: m.FetchRequest) -> Any:
-        response_cls = m.FetchResponse
-        by_id = {topic_id: name for name, topic_id in self._topic_ids.items()}
-        uses_ids = header.request_api_version >= 13
-        topics = []
-        for topic in request.topics:
-            name = by_id.get(topic.topic_id) if uses_ids else topic.topic
-            partitions = []
-            for p in topic.partitions:
-                if name is None:
-                    partitions.append(
-                        response_cls.PartitionData(
-                            partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_ID
-                        )
-                    )
-                    continue
-                log = self._log(name, p.partition)
-                partitions.append(
-                    response_cls.PartitionData(
-                        partition_index=p.partition,
-                        high_watermark=log.next_offset,
-                        last_stable_offset=log.next_offset,
-                        log_start_offset=0,
-                        records=log.read(p.fetch_offset, p.partition_max_bytes),
-                    )
-                )
-            topics.append(
-                response_cls.FetchableTopicResponse(
-                    topic=name or "", topic_id=topic.topic_id, partitions=partitions
-                )
-            )
-        return response_cls(session_id=0, responses=topics)
-
-    def _find_coordinator(self, header: m.RequestHeader, request: m.FindCoordinatorRequest) -> Any:
-        response_cls = m.FindCoordinatorResponse
-        if header.request_api_version < 4:
-            return response_cls(error_message=None, node_id=0, host=LOOPBACK, port=self.port)
-        coordinators = [
-            response_cls.Coordinator(
-                key=key, node_id=0, host=LOOPBACK, port=self.port, error_message=None
-            )
-            for key in request.coordinator_keys
-        ]
-        return response_cls(coordinators=coordinators)
-
-    def _offset_for_leader_epoch(self, header: m.RequestHeader, request: Any) -> Any:
-        response_cls = m.OffsetForLeaderEpochResponse
-        topics = []
-        for topic in request.topics:
-            partitions = [
-                response_cls.EpochEndOffset(
-                    partition=p.partition,
-                    leader_epoch=self.LEADER_EPOCH,
-                    end_offset=self._log(topic.topic, p.partition).next_offset,
-                )
-                for p in topic.partitions
-            ]
-            topics.append(
-                response_cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions)
-            )
-        return response_cls(topics=topics)
-
-    # --- consumer group
-
-    def _join_group(self, header: m.RequestHeader, request: m.JoinGroupRequest) -> Any:
-        response_cls = m.JoinGroupResponse
-        self._groups.add(request.group_id)
-        member_id = request.member_id or f"{header.client_id}-{uuid.uuid4()}"
-        protocol = request.protocols[0]  # the client's preferred assignor
-        member = response_cls.JoinGroupResponseMember(
-            member_id=member_id,
-            group_instance_id=request.group_instance_id,
-            metadata=protocol.metadata,
-        )
-        response = response_cls(
-            generation_id=1,
-            protocol_name=protocol.name,
-            leader=member_id,
-            member_id=member_id,
-            members=[member],
-        )
-        if header.request_api_version >= 7:
-            response.protocol_type = request.protocol_type
-        return response
-
-    def _sync_group(self, header: m.RequestHeader, request: m.SyncGroupRequest) -> Any:
-        mine = [a.assignment for a in request.assignments if a.member_id == request.member_id]
-        return m.SyncGroupResponse(
-            protocol_type=request.protocol_type,
-            protocol_name=request.protocol_name,
-            assignment=mine[0] if mine else b"",
-        )
-
-    def _heartbeat(self, header: m.RequestHeader, request: Any) -> Any:
-        return m.HeartbeatResponse()
-
-    def _leave_group(self, header: m.RequestHeader, request: m.LeaveGroupRequest) -> Any:
-        response_cls = m.LeaveGroupResponse
-        members = [
-            response_cls.MemberResponse(
-                member_id=member.member_id, group_instance_id=member.group_instance_id
-            )
-            for member in request.members
-        ]
-        return response_cls(members=members)
-
-    def _offset_commit(self, header: m.RequestHeader, request: m.OffsetCommitRequest) -> Any:
-        response_cls = m.OffsetCommitResponse
-        topics = []
-        for topic in request.topics:
-            for p in topic.partitions:
-                self._committed[(request.group_id, topic.name, p.partition_index)] = (
-                    p.committed_offset
-                )
-            partitions = [
-                response_cls.OffsetCommitResponsePartition(partition_index=p.partition_index)
-                for p in topic.partitions
-            ]
-            topics.append(
-                response_cls.OffsetCommitResponseTopic(name=topic.name, partitions=partitions)
-            )
-        return response_cls(topics=topics)
-
-    def _offset_fetch(self, header: m.RequestHeader, request: m.OffsetFetchRequest) -> Any:
-        """Committed offsets (-1: none); v8+ asks for several groups at once."""
-        response_cls = m.OffsetFetchResponse
-        if header.request_api_version < 8:
-            topics = [
-                response_cls.OffsetFetchResponseTopic(
-                    name=topic.name,
-                    partitions=[
-                        response_cls.OffsetFetchResponsePartition(
-                            partition_index=index,
-                            committed_offset=self._committed.get(
-                                (request.group_id, topic.name, index), -1
-                            ),
-                            metadata="",
-                        )
-                        for index in topic.partition_indexes
-                    ],
-                )
-                for topic in request.topics or []
-            ]
-            return response_cls(topics=topics)
-        groups = []
-        for group in request.groups:
-            topics = [
-                response_cls.OffsetFetchResponseTopics(
-                    name=topic.name,
-                    partitions=[
-                        response_cls.OffsetFetchResponsePartitions(
-                            partition_index=index,
-                            committed_offset=self._committed.get(
-                                (group.group_id, topic.name, index), -1
-                            ),
-                            metadata="",
-                        )
-                        for index in topic.partition_indexes
-                    ],
-                )
-                for topic in group.topics or []
-            ]
-            groups.append(
-                response_cls.OffsetFetchResponseGroup(group_id=group.group_id, topics=topics)
-            )
-        return response_cls(groups=groups)
-
-    # --- transactions
-
-    def _add_partitions_to_txn(
-        self, header: m.RequestHeader, request: m.AddPartitionsToTxnRequest
-    ) -> Any:
-        response_cls = m.AddPartitionsToTxnResponse
-
-        def results(topics: list[Any]) -> list[Any]:
-            return [
-                response_cls.AddPartitionsToTxnTopicResult(
-                    name=topic.name,
-                    results_by_partition=[
-                        response_cls.AddPartitionsToTxnPartitionResult(partition_index=index)
-                        for index in topic.partitions
-                    ],
-                )
-                for topic in topics
-            ]
-
-        if header.request_api_version <= 3:
-            return response_cls(results_by_topic_v3_and_below=results(request.v3_and_below_topics))
-        return response_cls(
-            results_by_transaction=[
-                response_cls.AddPartitionsToTxnResult(
-                    transactional_id=txn.transactional_id, topic_results=results(txn.topics)
-                )
-                for txn in request.transactions
-            ]
-        )
-
-    def _end_txn(self, header: m.RequestHeader, request: Any) -> Any:
-        return m.EndTxnResponse()
-
-    # --- admin
-
-    def _create_topics(self, header: m.RequestHeader, request: m.CreateTopicsRequest) -> Any:
-        response_cls = m.CreateTopicsResponse
-        results = []
-        for topic in request.topics:
-            results.append(
-                response_cls.CreatableTopicResult(
-                    name=topic.name,
-                    topic_id=self._topic_id(topic.name),
-                    error_message=None,
-                    num_partitions=max(topic.num_partitions, 1),
-                    replication_factor=max(topic.replication_factor, 1),
-                )
-            )
-        return response_cls(topics=results)
-
-    def _delete_topics(self, header: m.RequestHeader, request: m.DeleteTopicsRequest) -> Any:
-        response_cls = m.DeleteTopicsResponse
-        if header.request_api_version < 6:
-            names = list(request.topic_names)
-        else:
-            by_id = {topic_id: name for name, topic_id in self._topic_ids.items()}
-            names = [t.name if t.name is not None else by_id[t.topic_id] for t in request.topics]
-        results = [
-            response_cls.DeletableTopicResult(
-                name=name, topic_id=self._topic_ids.pop(name, m.ZERO_UUID), error_message=None
-            )
-            for name in names
-        ]
-        return response_cls(responses=results)
-
-    def _describe_configs(self, header: m.RequestHeader, request: m.DescribeConfigsRequest) -> Any:
-        response_cls = m.DescribeConfigsResponse
-        defaults = {"cleanup.policy": "delete", "retention.ms": "604800000"}
-        results = []
-        for resource in request.resources:
-            names = resource.configuration_keys or list(defaults)
-            configs = [
-                response_cls.DescribeConfigsResourceResult(
-                    name=name,
-                    value=defaults.get(name),
-                    config_source=5,  # DEFAULT_CONFIG
-                )
-                for name in names
-            ]
-            results.append(
-                response_cls.DescribeConfigsResult(
-                    error_message=None,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                    configs=configs,
-                )
-            )
-        return response_cls(results=results)
-
-    def _create_partitions(
-        self, header: m.RequestHeader, request: m.CreatePartitionsRequest
-    ) -> Any:
-        response_cls = m.CreatePartitionsResponse
-        results = [
-            response_cls.CreatePartitionsTopicResult(name=topic.name, error_message=None)
-            for topic in request.topics
-        ]
-        return response_cls(results=results)
-
-    def _list_groups(self, header: m.RequestHeader, request: Any) -> Any:
-        response_cls = m.ListGroupsResponse
-        groups = [
-            response_cls.ListedGroup(
-                group_id=group, protocol_type="consumer", group_state="Empty", group_type="classic"
-            )
-            for group in sorted(self._groups)
-        ]
-        return response_cls(groups=groups)
-
-    def _describe_cluster(self, header: m.RequestHeader, request: Any) -> Any:
-        response_cls = m.DescribeClusterResponse
-        broker = response_cls.DescribeClusterBroker(broker_id=0, host=LOOPBACK, port=self.port)
-        return response_cls(
-            error_message=None, cluster_id=self.CLUSTER_ID, controller_id=0, brokers=[broker]
-        )
+    def append(self, topic: str, partition: int, records: bytes) -> int:
+        """Produce `records` (v2 batches, as built) with acks=all; the base offset they got."""
+        _, raw_client, produce_request = _test_harness()
+        with raw_client(*self.upstream, timeout=SETUP_TIMEOUT_S) as client:
+            response = client.call(0, 9, produce_request(topic, partition, records))
+        answer = response.responses[0].partition_responses[0]
+        if answer.error_code != 0:
+            raise RuntimeError(f"produce to {topic}-{partition}: {ErrorCode(answer.error_code)!r}")
+        return answer.base_offset
 
 
 # ------------------------------------------------------------------------------------------------
@@ -779,6 +352,10 @@ class RecordingProxy(_LoopbackServer):
     def exchanges(self) -> list[Exchange]:
         with self._lock:
             return sorted(self._exchanges.values(), key=lambda e: e.request.sequence)
+
+    def frames(self) -> list[CapturedFrame]:
+        """Every request frame, in arrival order (also those without a response)."""
+        return self._recorder.snapshot()
 
     def serve(self, client: socket.socket, connection: int) -> None:
         upstream = socket.create_connection(self.upstream, timeout=10)
@@ -821,8 +398,9 @@ class RecordingProxy(_LoopbackServer):
         if key == 3:
             for broker in body.brokers:
                 broker.host, broker.port = LOOPBACK, self.port
-        else:
+        elif version < 4:  # one coordinator, top-level fields
             body.host, body.port = LOOPBACK, self.port
+        else:  # KIP-699: a list of coordinators, one per key
             for coordinator in body.coordinators:
                 coordinator.host, coordinator.port = LOOPBACK, self.port
         return encode_response(key, version, correlation_id, body)
@@ -900,10 +478,10 @@ def odradek_batch(records: list[dict[str, Any]], codec: str, base_offset: int = 
 class Scenario:
     client: str  # output directory name
     name: str
-    kind: str  # "produce", "consume" (records served by the peer) or "metadata"
+    kind: str  # "produce", "consume" (records appended beforehand), "admin" or "metadata"
     settings: dict[str, Any]  # what was passed to the client (client.id/bootstrap aside)
     topic: str
-    run: Callable[[str, Scenario], None]  # (peer address, scenario)
+    run: Callable[[str, Scenario], None]  # (bootstrap address, scenario)
     compression: str | None = None  # codec of produced batches
     records: list[dict[str, Any]] | None = None  # produced, or served for consuming
     idempotent: bool = False
@@ -911,6 +489,7 @@ class Scenario:
     # Filled while running.
     started_ms: int = 0
     finished_ms: int = 0
+    producer: list[int] | None = None  # [id, epoch] the broker granted (InitProducerId)
 
     @property
     def client_id(self) -> str:
@@ -1313,9 +892,11 @@ def run_confluent_admin(address: str, scenario: Scenario) -> None:
         future.result(timeout)
     resource = admin.ConfigResource(admin.ResourceType.TOPIC, topic)
     for future in client.describe_configs([resource]).values():
-        assert future.result(timeout)["cleanup.policy"].value == "delete"
+        configs = future.result(timeout)
+        assert configs["cleanup.policy"].value == ADMIN_CONFIGS["cleanup.policy"], configs
     client.list_consumer_groups().result(timeout)
-    assert client.describe_cluster().result(timeout).controller.id == 0
+    cluster = client.describe_cluster().result(timeout)
+    assert cluster.controller.id in {node.id for node in cluster.nodes}, cluster
     for future in client.delete_topics([topic]).values():
         future.result(timeout)
 
@@ -1330,7 +911,8 @@ def run_kafka_python_admin(address: str, scenario: Scenario) -> None:
         client.create_partitions({topic: admin.NewPartitions(4)})
         client.describe_configs([admin.ConfigResource(admin.ConfigResourceType.TOPIC, topic)])
         client.list_groups()
-        assert client.describe_cluster()["controller_id"] == 0
+        cluster = client.describe_cluster()
+        assert cluster["controller_id"] in {b["broker_id"] for b in cluster["brokers"]}, cluster
         client.delete_topics([topic])
     finally:
         client.close()
@@ -1350,7 +932,8 @@ def run_aiokafka_admin(address: str, scenario: Scenario) -> None:
             resource = ConfigResource(ConfigResourceType.TOPIC, topic)
             await client.describe_configs([resource])
             await client.list_consumer_groups()
-            assert (await client.describe_cluster())["controller_id"] == 0
+            cluster = await client.describe_cluster()
+            assert cluster["controller_id"] in {b["node_id"] for b in cluster["brokers"]}, cluster
             await client.delete_topics([topic])
         finally:
             await client.close()
@@ -1540,20 +1123,43 @@ def scenarios() -> dict[str, tuple[Callable[[], dict[str, str]], list[Scenario]]
     }
 
 
-def run_scenario(scenario: Scenario) -> list[CapturedFrame]:
-    """Run one scenario against a fresh peer; the frames it sent, in arrival order."""
-    with CapturePeer([scenario.topic]) as peer:
-        if scenario.kind == "consume":
-            peer.serve_records(scenario.topic, 0, odradek_batch(scenario.records or [], "none"))
+def run_scenario(broker: CaptureBroker, scenario: Scenario) -> list[CapturedFrame]:
+    """Run one scenario through a fresh recording proxy in front of `broker`; the frames the
+    client sent, in arrival order. The scenario's topic exists beforehand (the admin scenario
+    creates its own), and a consumer finds its records at offset 0."""
+    if scenario.kind != "admin":
+        broker.create_topic(scenario.topic)
+    if scenario.kind == "consume":
+        batch = odradek_batch(scenario.records or [], "none")
+        if broker.append(scenario.topic, 0, batch) != 0:
+            raise RuntimeError(f"{scenario.topic}: the served records did not land at offset 0")
+    with RecordingProxy(broker.upstream) as proxy:
         scenario.started_ms = int(time.time() * 1000)
         try:
-            scenario.run(peer.address, scenario)
+            scenario.run(proxy.address, scenario)
         except Exception as exc:
-            raise RuntimeError(f"{scenario.client_id} failed; peer errors {peer.errors}") from exc
+            raise RuntimeError(
+                f"{scenario.client_id} failed; proxy errors {proxy.errors[:5]}; broker log:\n"
+                f"{broker.log_tail()}"
+            ) from exc
         scenario.finished_ms = int(time.time() * 1000)
-    if peer.errors:
-        raise RuntimeError(f"{scenario.client_id}: peer errors {peer.errors}")
-    return peer.frames()
+    if proxy.errors:
+        raise RuntimeError(f"{scenario.client_id}: proxy errors {proxy.errors[:5]}")
+    scenario.producer = _granted_producer(proxy.exchanges())
+    return proxy.frames()
+
+
+def _granted_producer(exchanges: list[Exchange]) -> list[int] | None:
+    """[producer id, epoch] of the last successful InitProducerId answer, if any."""
+    granted = None
+    for exchange in exchanges:
+        request = exchange.request
+        if request.api_key != INIT_PRODUCER_ID or exchange.response is None:
+            continue
+        _, response = decode_response(exchange.response, request.api_key, request.api_version)
+        if response.error_code == 0:
+            granted = [response.producer_id, response.producer_epoch]
+    return granted
 
 
 def select_frames(frames: list[CapturedFrame]) -> list[CapturedFrame]:
@@ -1585,10 +1191,13 @@ def _scenario_manifest(scenario: Scenario) -> dict[str, Any]:
         "transactional": scenario.transactional,
         "records": scenario.records,
         "capture_window_ms": [scenario.started_ms, scenario.finished_ms],
+        "producer": scenario.producer,
     }
 
 
-def capture_client(out: Path, client: str, versions: dict[str, str], runs: list[Scenario]) -> int:
+def capture_client(
+    broker: CaptureBroker, out: Path, client: str, versions: dict[str, str], runs: list[Scenario]
+) -> int:
     """Run a client's scenarios and write its directory; returns the number of frames."""
     directory = out / client
     if directory.exists():
@@ -1596,8 +1205,13 @@ def capture_client(out: Path, client: str, versions: dict[str, str], runs: list[
     directory.mkdir(parents=True)
     manifest: dict[str, Any] = {**versions, "scenarios": {}, "frames": []}
     number = 0
+    transactions = TRANSACTION_APIS <= broker.api_keys()
     for scenario in runs:
-        frames = select_frames(run_scenario(scenario))
+        if scenario.transactional and not transactions:
+            # The broker has no transaction coordinator yet: nothing real to capture.
+            print(f"  {client} {scenario.name}: skipped (no transactions)", file=sys.stderr)
+            continue
+        frames = select_frames(run_scenario(broker, scenario))
         manifest["scenarios"][scenario.name] = _scenario_manifest(scenario)
         for frame in frames:
             name = f"{number:02d}_{frame.api_name}_v{frame.api_version}.bin"
@@ -1627,11 +1241,12 @@ def capture_client(out: Path, client: str, versions: dict[str, str], runs: list[
 
 def capture_all(out: Path, clients: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for client, (versions, runs) in scenarios().items():
-        if clients and client not in clients:
-            continue
-        count = capture_client(out, client, versions(), runs)
-        print(f"{client}: {count} frames", file=sys.stderr)
+    with CaptureBroker() as broker:
+        for client, (versions, runs) in scenarios().items():
+            if clients and client not in clients:
+                continue
+            count = capture_client(broker, out, client, versions(), runs)
+            print(f"{client}: {count} frames", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1676,10 +1291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="output directory")
     parser.add_argument("--clients", help="comma-separated subset of clients to capture")
-    parser.add_argument("--serve", action="store_true", help="run the capture peer alone")
+    parser.add_argument(
+        "--serve", action="store_true", help="run a real broker behind the recording proxy"
+    )
     parser.add_argument("--upstream", help="HOST:PORT of a broker: run the recording proxy")
     parser.add_argument("--port", type=int, default=0, help="listen port (default: random)")
-    parser.add_argument("--duration", type=float, help="stop the peer/proxy after N seconds")
+    parser.add_argument("--duration", type=float, help="stop the proxy after N seconds")
     args = parser.parse_args(argv)
 
     if args.upstream:
@@ -1692,11 +1309,13 @@ def main(argv: list[str] | None = None) -> int:
         write_exchanges(args.out, proxy.exchanges(), args.upstream)
         return 0
     if args.serve:
-        with CapturePeer(port=args.port) as peer:
-            print(f"capture peer on {peer.address}", flush=True)
+        with CaptureBroker() as broker, RecordingProxy(broker.upstream, args.port) as proxy:
+            print(f"recording proxy on {proxy.address} -> broker {broker.address}", flush=True)
             _wait_for_interrupt(args.duration)
-        for frame in peer.frames():
+        for frame in proxy.frames():
             print(f"{frame.api_name} v{frame.api_version} {frame.client_id} {len(frame.frame)}B")
+        if args.out is not None:
+            write_exchanges(args.out, proxy.exchanges(), broker.address)
         return 0
     if args.out is None:
         parser.error("--out is required")

@@ -5,7 +5,7 @@ confluent-kafka (librdkafka), kafka-python, aiokafka and kcat. For each frame: O
 it, and re-encoding the decoded request gives back the client's exact bytes. Produce frames
 also carry the records the capture produced, in batches of the configured codec.
 
-The reverse direction runs live: the capture peer serves batches built by Odradek's
+The reverse direction runs live: a real Odradek broker stores batches built by Odradek's
 RecordBatchBuilder (every codec) and the real clients consume and decode them.
 """
 
@@ -76,6 +76,11 @@ NEWER_THAN_KAFKA_3_8 = {(API_VERSIONS, 4): 3}
 SEQUENCE_WITHOUT_PRODUCER_ID = {"aiokafka": 0}
 
 KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+# What the capture granted an idempotent producer is in its scenario's `producer` ([id, epoch]);
+# vectors recorded before the capture ran against a real broker lack the key: their stand-in
+# peer granted every producer id 1000, epoch 0.
+STAND_IN_PEER_PRODUCER = [1000, 0]
 
 # kafka-python loads its schemas with deprecated importlib.resources calls
 pytestmark = pytest.mark.filterwarnings("ignore:.*Use files\\(\\) instead:DeprecationWarning")
@@ -272,10 +277,8 @@ def test_produce_frame_batches(client: str, entry: dict[str, Any]) -> None:
         assert header.is_transactional == scenario["transactional"]
         assert not header.is_control
         if scenario["idempotent"]:
-            assert (header.producer_id, header.producer_epoch) == (
-                capture.CapturePeer.PRODUCER_ID,
-                capture.CapturePeer.PRODUCER_EPOCH,
-            )
+            granted = scenario.get("producer", STAND_IN_PEER_PRODUCER)
+            assert [header.producer_id, header.producer_epoch] == granted
             assert header.base_sequence >= 0
         else:
             assert (header.producer_id, header.producer_epoch) == (-1, -1)
@@ -431,37 +434,41 @@ def test_fetch_frame_targets_the_served_partition(client: str, entry: dict[str, 
 
 
 # ------------------------------------------------------------------------------------------------
-# the reverse direction: real clients decode batches Odradek built (live, on 127.0.0.1)
+# live: a real broker, the recording proxy in front of it, real clients
 
 REVERSE_TIMEOUT_S = 15.0
 
 
+@pytest.fixture(scope="module")
+def broker():
+    """The capture's own broker: a throwaway Odradek node (tests use distinct topic names)."""
+    with capture.CaptureBroker() as node:
+        yield node
+
+
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", CLIENTS)
-def test_client_consumes_odradek_built_batches(client: str, codec: str) -> None:
+def test_client_consumes_odradek_built_batches(broker, client: str, codec: str) -> None:
     # kcat prints records as text; it gets the same records (they are UTF-8)
     first = capture.sample_records(f"reverse-{client}-{codec}", null_header_value=True)
     second = capture.sample_records(f"reverse2-{client}-{codec}")[:2]
     topic = f"reverse-{client}-{codec}"
-    with capture.CapturePeer([topic]) as peer:
-        # two batches, so the client also moves from one batch to the next offset
-        assert peer.serve_records(topic, 0, capture.odradek_batch(first, codec)) == 0
-        assert peer.serve_records(topic, 0, capture.odradek_batch(second, codec)) == len(first)
+    broker.create_topic(topic)
+    # two batches, so the client also moves from one batch to the next offset
+    assert broker.append(topic, 0, capture.odradek_batch(first, codec)) == 0
+    assert broker.append(topic, 0, capture.odradek_batch(second, codec)) == len(first)
+    with capture.RecordingProxy(broker.upstream) as proxy:
         consume = capture.CONSUMERS[client]
         got = consume(
-            peer.address, topic, len(first) + len(second), f"reverse-{client}", REVERSE_TIMEOUT_S
+            proxy.address, topic, len(first) + len(second), f"reverse-{client}", REVERSE_TIMEOUT_S
         )
-        fetches = [f for f in peer.frames() if f.api_key == FETCH]
-    assert not peer.errors
+        fetches = [f for f in proxy.frames() if f.api_key == FETCH]
+    assert not proxy.errors
     assert got == capture.expected_consumed(first + second)
     assert fetches, "the client fetched"
 
 
-# ------------------------------------------------------------------------------------------------
-# the recording proxy, in front of the capture peer
-
-
-def test_recording_proxy_records_requests_and_responses(tmp_path: Path) -> None:
+def test_recording_proxy_records_requests_and_responses(broker, tmp_path: Path) -> None:
     topic = "proxied"
     records = capture.sample_records("proxied")
     scenario = capture.Scenario(
@@ -475,14 +482,14 @@ def test_recording_proxy_records_requests_and_responses(tmp_path: Path) -> None:
         records=records,
         idempotent=True,
     )
-    with capture.CapturePeer([topic]) as upstream:
-        with capture.RecordingProxy(("127.0.0.1", upstream.port)) as proxy:
-            scenario.run(proxy.address, scenario)
-            exchanges = proxy.exchanges()
-        upstream_frames = upstream.frames()
-    assert not proxy.errors and not upstream.errors
-    # every request the client sent went through the proxy, unchanged and in order per connection
-    assert sorted(e.request.frame for e in exchanges) == sorted(f.frame for f in upstream_frames)
+    broker.create_topic(topic)
+    with capture.RecordingProxy(broker.upstream) as proxy:
+        scenario.run(proxy.address, scenario)
+        exchanges = proxy.exchanges()
+        frames = proxy.frames()
+    assert not proxy.errors
+    # every request the client sent was answered, in order
+    assert [e.request.frame for e in exchanges] == [f.frame for f in frames]
     assert {e.request.api_key for e in exchanges} >= {API_VERSIONS, 3, 22, PRODUCE}
     for exchange in exchanges:
         request = exchange.request
@@ -492,15 +499,57 @@ def test_recording_proxy_records_requests_and_responses(tmp_path: Path) -> None:
         )
         assert correlation_id == request.correlation_id
         if request.api_key == 3:  # recorded as the upstream sent it, before the rewrite
-            assert [b.port for b in response.brokers] == [upstream.port]
+            assert [b.port for b in response.brokers] == [broker.upstream[1]]
         if request.api_key == PRODUCE:
             (topic_response,) = response.responses
             assert topic_response.partition_responses[0].error_code == 0
-    assert upstream.high_watermark(topic, 0) == len(records)
+    # the produce went through unchanged: the broker hands the records back as they were given
+    got = capture.confluent_consume(
+        broker.address, topic, len(records), "proxied-check", REVERSE_TIMEOUT_S
+    )
+    assert got == capture.expected_consumed(records)
 
-    capture.write_exchanges(tmp_path, exchanges, upstream.address)
+    capture.write_exchanges(tmp_path, exchanges, broker.address)
     written = json.loads((tmp_path / "manifest.json").read_text())
     assert len(written["exchanges"]) == len(exchanges)
     for entry, exchange in zip(written["exchanges"], exchanges, strict=True):
         assert (tmp_path / entry["request_file"]).read_bytes() == exchange.request.frame
         assert (tmp_path / entry["response_file"]).read_bytes() == exchange.response
+
+
+def test_capture_writes_vectors_in_the_committed_layout(broker, tmp_path: Path) -> None:
+    """One idempotent produce and one consume scenario captured end to end (real client, proxy,
+    real broker): the directory has the manifest keys these tests read and the frames hold."""
+    runs = [
+        scenario
+        for scenario in capture.scenarios()["kafka-python"][1]
+        if scenario.name in ("produce-lz4", "consume")
+    ]
+    for scenario in runs:  # topics of their own, apart from the other tests' on this broker
+        scenario.topic += "-layout"
+    versions = capture.kafka_python_versions()
+    count = capture.capture_client(broker, tmp_path, "kafka-python", versions, runs)
+    written = json.loads((tmp_path / "kafka-python" / "manifest.json").read_text())
+    committed = manifest("kafka-python")
+    assert set(written) == set(committed)
+    assert len(written["frames"]) == count
+    produce = written["scenarios"]["produce-lz4"]
+    assert set(produce) >= set(committed["scenarios"]["produce-lz4"])
+    producer_id, epoch = produce["producer"]
+    assert producer_id >= 0 and epoch >= 0
+    for entry in written["frames"]:
+        assert set(entry) == set(committed["frames"][0])
+        frame = (tmp_path / "kafka-python" / entry["file"]).read_bytes()
+        if (entry["api_key"], entry["api_version"]) in NEWER_THAN_KAFKA_3_8:
+            assert entry["peer_decode_error"].startswith("unsupported: ")
+            continue
+        assert entry["peer_decode_error"] is None
+        header, body = decode_request(frame)
+        assert header.client_id == entry["client_id"]
+        if entry["api_key"] == PRODUCE:
+            records = body.topic_data[0].partition_data[0].records
+            for _, batch in iter_batches(records):
+                assert batch.compression is Compression.LZ4
+                assert [batch.producer_id, batch.producer_epoch] == [producer_id, epoch]
+    kinds = {(e["scenario"], e["api_key"]) for e in written["frames"]}
+    assert {("produce-lz4", PRODUCE), ("produce-lz4", 22), ("consume", FETCH)} <= kinds
