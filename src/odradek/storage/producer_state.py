@@ -248,10 +248,6 @@ class ProducerStateManager:
         for header in headers:
             self.update(header)
 
-    def truncate(self) -> None:
-        """After a log truncation the state must be rebuilt from what remains."""
-        self.producers.clear()
-
     # -- snapshots -------------------------------------------------------------------------
     @property
     def snapshot_offsets(self) -> list[int]:
