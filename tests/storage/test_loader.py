@@ -129,17 +129,9 @@ def test_missing_indexes_of_the_active_segment_are_rebuilt(log_path: Path, clock
     assert log.append_as_leader(make_batch(1), 9).first_offset == original.log_end_offset
 
 
-TORN_MIDDLE_SEGMENT_BUG = (
-    "BUG in src/odradek/storage/loader.py: when a tear leaves index entries pointing past the "
-    "segment's end, _load_segments rebuilds the indexes with segment.recover(), which already "
-    "cuts the torn tail; _recover's own pass over that segment then truncates 0 bytes, so the "
-    "later segments are kept and the log has a gap instead of ending at the tear (Kafka "
-    "deletes every segment after the first one recovery truncated)")
-
-
 @pytest.mark.parametrize("torn_batch", [
     -1,  # the segment's last batch: no index entry points past the tear
-    pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=TORN_MIDDLE_SEGMENT_BUG)),
+    2,  # a middle batch: index entries point past the tear, so the index rebuild cuts it
 ])
 def test_a_torn_middle_segment_ends_the_log_and_later_segments_go(
         log_path: Path, clock: FakeClock, opened: list[Log], torn_batch: int) -> None:

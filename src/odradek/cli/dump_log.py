@@ -13,7 +13,13 @@ Kafka 3.8's format::
     | offset: 0 CreateTime: 1700000000000 keySize: -1 valueSize: 5 sequence: 0 headerKeys: []
     payload: hello
 
-(one line per batch and per record). ``--offsets-decoder`` and ``--cluster-metadata-decoder``
+(one line per batch and per record), and the entries of producer-state ``.snapshot`` files::
+
+    producerId: 0 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset:
+    OptionalLong.empty lastTimestamp: 1700000000000 firstSequence: 0 lastSequence: 1
+    lastOffset: 1 offsetDelta: 1 timestamp: 1700000000000
+
+``--offsets-decoder`` and ``--cluster-metadata-decoder``
 print ``__consumer_offsets`` and ``__cluster_metadata`` records as JSON.
 """
 
@@ -47,6 +53,7 @@ from odradek.protocol.records import (
     iter_records,
     verify_crc,
 )
+from odradek.storage.producer_state import CorruptSnapshotError, read_snapshot_file
 
 RECORD_INDENT = "|"
 _TIMESTAMP_TYPES = {TimestampType.CREATE_TIME: "CreateTime",
@@ -427,6 +434,24 @@ def dump_time_index(path: Path, options: ParsedOptions, report: Report) -> None:
         previous = timestamp
 
 
+def dump_producer_snapshot(path: Path) -> None:
+    """Kafka's dumpProducerIdSnapshot: one line per entry; a corrupt file's error on stderr."""
+    try:
+        entries = read_snapshot_file(path)
+    except CorruptSnapshotError as exc:
+        print(exc, file=sys.stderr)
+        return
+    for entry in entries:
+        txn_first = (f"OptionalLong[{entry.current_txn_first_offset}]"
+                     if entry.current_txn_first_offset >= 0 else "OptionalLong.empty")
+        print(f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+              f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: "
+              f"{txn_first} lastTimestamp: {entry.timestamp} "
+              f"firstSequence: {entry.first_sequence} lastSequence: {entry.last_sequence} "
+              f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} "
+              f"timestamp: {entry.timestamp}")
+
+
 def execute(options: ParsedOptions) -> int:
     PARSER.require(options, "files")
     try:
@@ -446,6 +471,8 @@ def execute(options: ParsedOptions) -> int:
                 dump_index(path, options, report)
             elif suffix == ".timeindex":
                 dump_time_index(path, options, report)
+            elif suffix == ".snapshot":
+                dump_producer_snapshot(path)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
         except FileNotFoundError:

@@ -142,16 +142,31 @@ class LogLoader:
             if base is not None and base not in log_bases and path.name.endswith(
                     (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 path.unlink(missing_ok=True)
-        segments = []
-        for base in sorted(log_bases):
+        segments: list[LogSegment] = []
+        bases = sorted(log_bases)
+        for position, base in enumerate(bases):
             segment = self._open_segment(base)
             try:
                 segment.sanity_check()
             except CorruptIndexError as exc:
                 logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
-                self._recover_segment(segment, None)
+                if self._recover_segment(segment, None) > 0:
+                    # The rebuild found a torn or corrupt batch and cut the segment there: the
+                    # log ends at the tear, so every later segment goes (as in step 3, which
+                    # would otherwise see this segment intact and keep them, leaving a gap).
+                    segments.append(segment)
+                    self._delete_segments_after(segment, bases[position + 1:])
+                    return segments
             segments.append(segment)
         return segments
+
+    def _delete_segments_after(self, torn: LogSegment, later_bases: list[int]) -> None:
+        for base in later_bases:
+            later = self._open_segment(base)
+            self.truncated_bytes += later.size
+            later.delete()
+        logger.warning("recovered %s: truncated at offset %d; deleted %d later segment(s)",
+                       torn.log_path, torn.read_next_offset(), len(later_bases))
 
     def _recover_segment(self, segment: LogSegment, min_offset: int | None) -> int:
         # An index rebuild passes no epoch cache: epochs come from the recovery pass or exist.

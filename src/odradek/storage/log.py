@@ -7,6 +7,9 @@ The log owns the offsets that describe it: log start offset, high watermark (mov
 `maybe_increment_high_watermark` by a leader, or `update_high_watermark` by a follower or at
 load), last stable offset, the leader-epoch cache, and the producer state of idempotent
 producers, loaded with the log (on the log manager's recovery threads, not an event loop).
+The producer state is snapshotted to `<offset>.snapshot` files (see `producer_state`) at every
+segment roll and at a clean close; a load, a truncation and retention keep those files
+consistent with the segments, so loading replays only the batch headers after a snapshot.
 Reads say which isolation bounds them (`FetchIsolation`): the log end, the high watermark, or
 the last stable offset.
 
@@ -171,8 +174,10 @@ class Log:
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
         self._closed = False
-        self.producer_state = ProducerStateManager()
-        self._rebuild_producer_state()
+        self.producer_state = ProducerStateManager(self.dir)
+        self._load_producer_state()
+        # Snapshots of earlier clean closes are not needed any more (Kafka's stray snapshots).
+        self.producer_state.remove_stray_snapshots(self._view[1])
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -381,7 +386,9 @@ class Log:
             segment = self._new_segment(new_offset)
             self._set_segments((*self._segments, segment))
             self._end = LogEnd(self._end.offset, segment.base_offset, 0)
-            self._dir_needs_flush = True
+            # Every batch below new_offset is in the producer state: a load can start here.
+            self.producer_state.take_snapshot(new_offset)
+            self._dir_needs_flush = True  # the new files' directory entries
             return segment
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
@@ -626,6 +633,9 @@ class Log:
                 self.roll()  # always keep one segment: the new, empty active one
             self._remove_and_delete(deletable)
             self._increment_log_start_offset(self._segments[0].base_offset)
+            # Snapshots go with their segments; the newest at or below the new first segment
+            # stays: it remembers producers whose batches were just deleted.
+            self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
             return len(deletable)
 
     def _remove_and_delete(self, doomed: list[LogSegment]) -> None:
@@ -675,6 +685,10 @@ class Log:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
             self._truncations += 1
+            # Snapshots above the new end describe batches about to go: delete them first
+            # (durably), so a crash midway never leaves one that the data contradicts.
+            if self.producer_state.delete_snapshots_above(target_offset):
+                fsync_dir(self.dir)
             doomed = [s for s in self._segments if s.base_offset > target_offset]
             if doomed:
                 self._remove_and_delete(doomed)
@@ -690,7 +704,7 @@ class Log:
             self._log_start_offset = min(self._log_start_offset, new_end)
             self._recovery_point = min(self._recovery_point, new_end)
             self._high_watermark = min(self._high_watermark, new_end)
-            self._rebuild_producer_state()
+            self._load_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -698,6 +712,7 @@ class Log:
         with self._lock:
             self._check_open()
             self._truncations += 1
+            self.producer_state.truncate_fully()  # before the data goes, as in truncate_to
             old = list(self._segments)
             self._retire(old)  # renamed first: the new segment may reuse a base offset
             segment = self._new_segment(new_offset)
@@ -708,14 +723,30 @@ class Log:
             self._recovery_point = new_offset
             self._high_watermark = new_offset
             self._dir_needs_flush = True
-            self.producer_state.truncate()
 
     # -- producer state --------------------------------------------------------------------
-    def _rebuild_producer_state(self) -> None:
-        """Replays the batch headers (no record decoding) into the producer state."""
-        self.producer_state.rebuild(
-            header for segment in self._segments
-            for _position, header in segment.iter_headers(0, segment.size))
+    def _load_producer_state(self) -> None:
+        """Loads the newest usable snapshot at or below the log end offset (deleting those
+        above it) and replays the batch headers after it; without one, replays every batch.
+        Only headers are read, no records decoded."""
+        snapshot_offset = self.producer_state.reload(self._end.offset)
+        self._replay_producer_state(snapshot_offset)
+
+    def _replay_producer_state(self, from_offset: int | None) -> None:
+        """Records every batch with offsets at or after `from_offset` (all if None)."""
+        segments, bases = self._view
+        first = 0 if from_offset is None else max(bisect.bisect_right(bases, from_offset) - 1, 0)
+        for segment in segments[first:]:
+            start = 0
+            if from_offset is not None and segment.base_offset < from_offset:
+                found = segment.translate_offset(from_offset)  # index lookup, a few headers
+                if found is None:
+                    continue
+                start = found[0]
+            for _position, header in segment.iter_headers(start, segment.size):
+                if header.producer_id != NO_PRODUCER_ID and (
+                        from_offset is None or header.last_offset >= from_offset):
+                    self.producer_state.update(header)
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -724,6 +755,8 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            # A clean close snapshots the state at the log end: the next load replays nothing.
+            self.producer_state.take_snapshot(self._end.offset, sync_dir=True)
             segments = self._segments
             for segment in segments[:-1]:
                 segment.close()
@@ -760,6 +793,7 @@ class Log:
                 segment.offset_index.path = new_dir / segment.offset_index.path.name
                 segment.time_index.path = new_dir / segment.time_index.path.name
             self.leader_epoch_cache.move_checkpoint(new_dir / LEADER_EPOCH_CHECKPOINT)
+            self.producer_state.move_to(new_dir)
             self._partition_metadata.path = new_dir / PARTITION_METADATA_FILE
 
     def needs_time_flush(self, now_ms: int) -> bool:

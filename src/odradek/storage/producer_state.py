@@ -2,21 +2,153 @@
 
 For each producer id the partition remembers the epoch and the sequence ranges of its last
 five batches, so a retried batch is recognised (and answered with its original offset) and a
-gap or reordering is refused with OUT_OF_ORDER_SEQUENCE_NUMBER. The state is rebuilt from batch
-headers alone (no record decoding), so it survives restarts without snapshot files.
+gap or reordering is refused with OUT_OF_ORDER_SEQUENCE_NUMBER. The state is built from batch
+headers alone (no record decoding).
+
+Snapshots: `<offset>.snapshot` files in the partition directory hold the state of every batch
+below `offset` (the log end offset when it was taken), so opening a log replays only the batch
+headers after the newest usable snapshot instead of every segment. The file is Kafka's
+ProducerSnapshot version 1::
+
+    version int16 (1) | crc uint32 (CRC32C of everything after it) | entries: int32 count, then
+    producer_id int64, epoch int16, last_sequence int32, last_offset int64, offset_delta int32,
+    timestamp int64, coordinator_epoch int32, current_txn_first_offset int64   (46 bytes each)
+
+Kafka writes one entry per producer (its last batch) and restores only that batch. We keep up
+to five batches per producer and write one entry per cached batch, oldest first: a Kafka reader
+keeps the last entry of a producer id (the newest batch), so the file stays readable by Kafka's
+tools, and we lose nothing (retries of any of the last five batches are still recognised after
+a restart). What the file cannot hold and we do not keep either: coordinator epoch and the open
+transaction's first offset (no transactions yet; written as -1).
 """
 
 from __future__ import annotations
 
+import bisect
+import logging
+import os
+import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import NO_PRODUCER_ID, BatchHeader
+from odradek.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from odradek.storage.checkpoint import fsync_dir
+
+logger = logging.getLogger(__name__)
 
 MAX_CACHED_BATCHES = 5  # max.in.flight.requests.per.connection upper bound with idempotence
 INT32_MAX = 2**31 - 1
+
+SNAPSHOT_SUFFIX = ".snapshot"
+PRODUCER_SNAPSHOT_VERSION = 1
+NO_COORDINATOR_EPOCH = -1
+NO_TXN_FIRST_OFFSET = -1
+_VERSION = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+_COUNT = struct.Struct(">i")
+_ENTRY = struct.Struct(">qhiqiqiq")
+_ENTRIES_OFFSET = _VERSION.size + _CRC.size  # the CRC covers the entry array
+
+
+class CorruptSnapshotError(ValueError):
+    """A snapshot file that does not parse or fails its CRC; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntry:
+    """One producer entry of a snapshot file (one batch of one producer)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    current_txn_first_offset: int = NO_TXN_FIRST_OFFSET
+
+    @property
+    def first_sequence(self) -> int:
+        """Kafka's BatchMetadata.firstSeq: last_sequence - offset_delta, wrapping like the
+        sequences do (Kafka's DefaultRecordBatch.decrementSequence, quirks included)."""
+        if self.last_sequence < self.offset_delta:
+            return INT32_MAX - (self.offset_delta - self.last_sequence) + 1
+        return self.last_sequence - self.offset_delta
+
+    @property
+    def has_batch(self) -> bool:
+        """False for a producer known only by its epoch (e.g. after a control batch)."""
+        return self.last_offset >= 0
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offset_of(path: Path) -> int | None:
+    """The offset a `<offset>.snapshot` file is named by; None for any other file."""
+    name = path.name
+    stem = name[: -len(SNAPSHOT_SUFFIX)]
+    if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def encode_snapshot(entries: Sequence[SnapshotEntry]) -> bytes:
+    body = bytearray(_COUNT.pack(len(entries)))
+    for entry in entries:
+        body += _ENTRY.pack(entry.producer_id, entry.producer_epoch, entry.last_sequence,
+                            entry.last_offset, entry.offset_delta, entry.timestamp,
+                            entry.coordinator_epoch, entry.current_txn_first_offset)
+    return (_VERSION.pack(PRODUCER_SNAPSHOT_VERSION) + _CRC.pack(int(crc32c(body)))
+            + bytes(body))
+
+
+def decode_snapshot(data: bytes, name: str = "snapshot") -> list[SnapshotEntry]:
+    """Parses a snapshot file's bytes; raises CorruptSnapshotError (messages as Kafka's)."""
+    if len(data) < _ENTRIES_OFFSET + _COUNT.size:
+        raise CorruptSnapshotError(f"Snapshot failed schema validation: {name} has "
+                                   f"{len(data)} bytes, too short for a snapshot header")
+    (version,) = _VERSION.unpack_from(data, 0)
+    if version != PRODUCER_SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
+    (stored,) = _CRC.unpack_from(data, _VERSION.size)
+    computed = int(crc32c(memoryview(data)[_ENTRIES_OFFSET:]))
+    if stored != computed:
+        raise CorruptSnapshotError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                                   f"{stored}. Computed crc: {computed}")
+    (count,) = _COUNT.unpack_from(data, _ENTRIES_OFFSET)
+    start = _ENTRIES_OFFSET + _COUNT.size
+    if count < 0 or len(data) != start + count * _ENTRY.size:
+        raise CorruptSnapshotError(f"Snapshot failed schema validation: {name} announces "
+                                   f"{count} entries in {len(data) - start} bytes")
+    return [SnapshotEntry(*_ENTRY.unpack_from(data, start + index * _ENTRY.size))
+            for index in range(count)]
+
+
+def read_snapshot_file(path: Path) -> list[SnapshotEntry]:
+    return decode_snapshot(path.read_bytes(), str(path))
+
+
+def write_snapshot_file(path: Path, entries: Sequence[SnapshotEntry]) -> None:
+    """Atomically: `<name>.tmp` (a leftover the loader removes), fsync, rename. The caller
+    makes the directory entry durable (fsync of the directory) when it needs to."""
+    tmp = path.with_name(path.name + ".tmp")
+    data = encode_snapshot(entries)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +176,21 @@ def _next_seq(seq: int) -> int:
 
 
 class ProducerStateManager:
-    def __init__(self) -> None:
+    """The producer state of one partition and, with a `directory`, its snapshot files.
+
+    The owner (the Log) tells which offsets snapshots are taken at and which offsets the state
+    covers: a snapshot at `offset` must only be taken when every batch below `offset` has been
+    recorded (`update`) and none at or above it.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.directory = directory
+        self._snapshot_offsets: list[int] = []  # sorted; the snapshot files on disk
+        if directory is not None and directory.is_dir():
+            self._snapshot_offsets = sorted(
+                offset for offset in map(snapshot_offset_of, directory.iterdir())
+                if offset is not None)
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         """Validates an incoming client batch; returns the original of a retried batch."""
@@ -103,6 +248,138 @@ class ProducerStateManager:
         for header in headers:
             self.update(header)
 
-    def truncate(self) -> None:
-        """After a log truncation the state must be rebuilt from what remains."""
+    # -- snapshots -------------------------------------------------------------------------
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        return list(self._snapshot_offsets)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return self._snapshot_offsets[-1] if self._snapshot_offsets else None
+
+    def snapshot_path(self, offset: int) -> Path:
+        if self.directory is None:
+            raise ValueError("this producer state has no directory for snapshots")
+        return self.directory / snapshot_file_name(offset)
+
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        """The state as snapshot entries: one per cached batch, oldest first (a producer
+        without batches, known only by its epoch, gets one entry with last offset -1)."""
+        entries = []
+        for producer_id, entry in self.producers.items():
+            if not entry.batches:
+                entries.append(SnapshotEntry(producer_id, entry.epoch, NO_SEQUENCE, -1, 0,
+                                             entry.last_timestamp))
+            for batch in entry.batches:
+                entries.append(SnapshotEntry(
+                    producer_id, entry.epoch, batch.last_seq, batch.last_offset,
+                    batch.last_offset - batch.first_offset, batch.timestamp))
+        return entries
+
+    def load_entries(self, entries: Iterable[SnapshotEntry]) -> None:
+        """Replaces the state with a snapshot's entries (a later entry of a producer adds a
+        batch; one with another epoch starts the producer over, as a new epoch does)."""
         self.producers.clear()
+        for item in entries:
+            entry = self.producers.get(item.producer_id)
+            if entry is None or entry.epoch != item.producer_epoch:
+                entry = ProducerEntry(item.producer_epoch)
+                self.producers[item.producer_id] = entry
+            entry.last_timestamp = item.timestamp
+            if item.has_batch:
+                first_seq = (NO_SEQUENCE if item.last_sequence == NO_SEQUENCE
+                             else item.first_sequence)
+                entry.batches.append(BatchMetadata(
+                    first_seq, item.last_sequence, item.last_offset - item.offset_delta,
+                    item.last_offset, item.timestamp))
+
+    def take_snapshot(self, offset: int, sync_dir: bool = False) -> bool:
+        """Writes the state as `<offset>.snapshot` unless that file exists already (a snapshot
+        at an offset describes the batches below it, which cannot have changed). Returns
+        whether a file was written. A failed write is logged, not raised: snapshots only
+        spare a replay of batch headers at the next load."""
+        if self.directory is None or offset in self._snapshot_offsets:
+            return False
+        path = self.snapshot_path(offset)
+        try:
+            write_snapshot_file(path, self.snapshot_entries())
+            if sync_dir:
+                fsync_dir(self.directory)
+        except OSError as exc:
+            logger.warning("could not write producer snapshot %s: %s", path, exc)
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+            return False
+        bisect.insort(self._snapshot_offsets, offset)
+        return True
+
+    def reload(self, log_end_offset: int) -> int | None:
+        """Deletes snapshots above `log_end_offset`, then loads the newest readable one
+        (a corrupt one is deleted with a warning and the next older one tried). Returns its
+        offset, from which the owner replays batch headers; None when there is none (the state
+        is then empty and the owner replays everything)."""
+        self.producers.clear()
+        self.delete_snapshots_above(log_end_offset)
+        while self._snapshot_offsets:
+            offset = self._snapshot_offsets[-1]
+            path = self.snapshot_path(offset)
+            try:
+                entries = read_snapshot_file(path)
+            except (OSError, CorruptSnapshotError) as exc:
+                logger.warning("ignoring producer snapshot %s, rebuilding from the log instead:"
+                               " %s", path, exc)
+                self._delete_snapshot(offset)
+                continue
+            self.load_entries(entries)
+            return offset
+        return None
+
+    def delete_snapshots_above(self, offset: int) -> int:
+        """Deletes snapshots at offsets > `offset` (truncation); returns how many."""
+        doomed = self._snapshot_offsets[bisect.bisect_right(self._snapshot_offsets, offset):]
+        for snapshot in doomed:
+            self._delete_snapshot(snapshot)
+        return len(doomed)
+
+    def delete_snapshots_before(self, offset: int) -> int:
+        """Deletes snapshots below `offset` (the oldest segment's base after retention) except
+        the newest at or below it, which holds the state of producers whose batches are gone.
+        Returns how many were deleted."""
+        keep_from = bisect.bisect_right(self._snapshot_offsets, offset) - 1
+        doomed = self._snapshot_offsets[:max(keep_from, 0)]
+        for snapshot in doomed:
+            self._delete_snapshot(snapshot)
+        return len(doomed)
+
+    def remove_stray_snapshots(self, segment_base_offsets: Sequence[int]) -> int:
+        """At load: keeps the snapshots taken at segment rolls (at a segment's base offset),
+        the newest one (a clean close's) and the newest at or below the first segment; deletes
+        the rest (older closes' snapshots), so their number stays bounded by the segments'."""
+        if not self._snapshot_offsets:
+            return 0
+        keep = set(segment_base_offsets)
+        keep.add(self._snapshot_offsets[-1])
+        if segment_base_offsets:
+            index = bisect.bisect_right(self._snapshot_offsets, segment_base_offsets[0]) - 1
+            if index >= 0:
+                keep.add(self._snapshot_offsets[index])
+        doomed = [offset for offset in self._snapshot_offsets if offset not in keep]
+        for offset in doomed:
+            self._delete_snapshot(offset)
+        return len(doomed)
+
+    def truncate_fully(self) -> None:
+        """The log restarts empty: no producer is known and every snapshot goes."""
+        self.producers.clear()
+        for offset in list(self._snapshot_offsets):
+            self._delete_snapshot(offset)
+
+    def move_to(self, directory: Path) -> None:
+        """The log directory was renamed; the snapshot files moved with it."""
+        self.directory = directory
+
+    def _delete_snapshot(self, offset: int) -> None:
+        self.snapshot_path(offset).unlink(missing_ok=True)
+        index = bisect.bisect_left(self._snapshot_offsets, offset)
+        if index < len(self._snapshot_offsets) and self._snapshot_offsets[index] == offset:
+            del self._snapshot_offsets[index]
+
