@@ -45,7 +45,7 @@ def test_topic_entry_sources_and_synonyms():
     assert (retention.value, retention.source) == ("86400000", ConfigSource.STATIC_BROKER_CONFIG)
     assert retention.synonyms == (
         ConfigSynonym("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
-        ConfigSynonym("log.retention.hours", "604800000", ConfigSource.DEFAULT_CONFIG))
+        ConfigSynonym("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG))
     policy = entries["cleanup.policy"]
     assert (policy.value, policy.source, policy.config_type) == (
         "delete", ConfigSource.DEFAULT_CONFIG, ConfigType.LIST)

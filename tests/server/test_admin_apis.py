@@ -221,10 +221,6 @@ def test_delete_topics_disabled_by_config(tmp_path, version):
     run_with_node(tmp_path, scenario, overrides={"delete.topic.enable": "false"})
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka (ControllerApis.deleteTopics) answers a v0-2 "
-                   "request with INVALID_REQUEST when delete.topic.enable is false (those "
-                   "versions predate TOPIC_DELETION_DISABLED); Odradek answers "
-                   "TOPIC_DELETION_DISABLED at every version")
 def test_delete_topics_disabled_before_v3_is_an_invalid_request(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         await create(node, "orders")
@@ -274,9 +270,6 @@ def test_create_partitions_validate_only_changes_nothing(tmp_path):
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka (ControllerApis.createPartitions) answers a topic "
-                   "named twice in one request with one INVALID_REQUEST result and leaves it "
-                   "unchanged; Odradek applies the first entry")
 def test_create_partitions_duplicate_topic_is_invalid(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         await create(node, "orders", partitions=1)
@@ -367,10 +360,6 @@ def test_describe_configs_synonyms(tmp_path):
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="a topic config's synonym that names a broker config "
-                   "carries that broker config's value in Kafka (ConfigHelper.configSynonyms: "
-                   "log.retention.hours=168); Odradek reports log.retention.hours with the "
-                   "topic's value in ms")
 def test_describe_configs_synonym_values_are_the_broker_configs_values(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         await create(node, "orders")

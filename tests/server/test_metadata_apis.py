@@ -183,9 +183,6 @@ def test_metadata_auto_creation_of_an_invalid_name_is_an_invalid_topic(tmp_path)
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka (KafkaApis.getTopicMetadata) validates the name of "
-                   "a topic it does not auto-create: INVALID_TOPIC_EXCEPTION; Odradek answers "
-                   "UNKNOWN_TOPIC_OR_PARTITION")
 def test_metadata_invalid_name_without_auto_creation_is_an_invalid_topic(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         resp = await node.call(node.metadata_apis.metadata,
@@ -363,10 +360,6 @@ def test_describe_topic_partitions_named_topics_sorted_with_unknown_ones(tmp_pat
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka (KRaftMetadataCache."
-                   "getTopicMetadataForDescribeTopicResponse) leaves out a topic that gets no "
-                   "partition once the limit is used up and points the cursor at its partition "
-                   "0; Odradek lists that topic with no partitions")
 def test_describe_topic_partitions_limit_used_up_at_a_topic_boundary(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         await create_topic(node, "a", partitions=2)

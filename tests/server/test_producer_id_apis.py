@@ -93,11 +93,6 @@ def test_no_producer_id_is_handed_out_twice_across_a_restart(tmp_path):
     run_with_node(tmp_path, second_life)
 
 
-@pytest.mark.xfail(strict=True, reason="Kafka (TransactionCoordinator.handleInitProducerId) "
-                   "answers every InitProducerId without a transactional id with a new producer "
-                   "id and epoch 0 (idempotent producers bump their epoch on the client side; "
-                   "KIP-360's server-side bump is for transactional ids); Odradek bumps the "
-                   "epoch of the producer id sent")
 def test_an_idempotent_producer_passing_its_id_gets_a_new_one(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         init = node.producer_id_apis.init_producer_id

@@ -26,8 +26,9 @@ How it works, as in Kafka's Java client:
   sequence numbers, so the broker drops duplicates, and while a partition has a batch being
   retried nothing else is sent to it, so order is kept. OUT_OF_ORDER_SEQUENCE_NUMBER or
   UNKNOWN_PRODUCER_ID for the first unacknowledged batch means the broker lost the producer's
-  state: the producer bumps its epoch (InitProducerId with its id and epoch, KIP-360), restarts
-  every partition's sequence at 0 and resends.
+  state: the producer bumps its epoch itself (as Kafka's Java producer does; at the highest
+  epoch it asks for a new producer id instead), restarts every partition's sequence at 0 and
+  resends.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ log = logging.getLogger("odradek.client.producer")
 
 _PRODUCE, _INIT_PRODUCER_ID = 0, 22
 _MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5
+# The highest producer epoch (an int16); past it a producer needs a new producer id.
+MAX_PRODUCER_EPOCH = 32767
 # How long the idle sender sleeps at most while anything is queued or in flight (expiry checks).
 _MAX_SENDER_SLEEP_S = 1.0
 T = TypeVar("T")
@@ -907,13 +910,21 @@ class AsyncProducer:
             return float("inf")  # nothing to send: no producer id needed yet
         if idempotence.task is not None or any(self._in_flight.values()):
             return float("inf")  # a bump waits until every in-flight request has come back
+        if idempotence.bump_needed and idempotence.has_producer_id and \
+                idempotence.epoch < MAX_PRODUCER_EPOCH:
+            # An idempotent producer's epoch is its own to bump (Kafka's
+            # bumpIdempotentProducerEpoch); a broker answers InitProducerId without a
+            # transactional id with a new producer id.
+            self._reset_sequences(idempotence, idempotence.producer_id, idempotence.epoch + 1)
+            log.info("Producer %s: producer id %d, epoch bumped to %d", self.client_id,
+                     idempotence.producer_id, idempotence.epoch)
+            return None
         if now < idempotence.retry_at:
             return idempotence.retry_at - now
         idempotence.task = self._spawn(self._init_producer_id(idempotence))
         return float("inf")
 
     async def _init_producer_id(self, idempotence: _Idempotence) -> None:
-        bump = idempotence.bump_needed and idempotence.has_producer_id
         try:
             deadline = Deadline(self.request_timeout_ms)
             connection = await self.cluster.any_connection(deadline)
@@ -922,9 +933,6 @@ class AsyncProducer:
                 transactional_id=None,
                 transaction_timeout_ms=self.config["transaction.timeout.ms"],
             )
-            if bump and version >= 3:
-                request.producer_id = idempotence.producer_id
-                request.producer_epoch = idempotence.epoch
             response = await connection.send(request, api_version=version,
                                               timeout_ms=self.request_timeout_ms)
             error = error_from_code(response.error_code)

@@ -157,11 +157,14 @@ def topic_config_entries(broker_config: BrokerConfigView, default_log_config: To
         if broker_key is not None:
             synonyms.append(ConfigSynonym(broker_key, str(static[broker_key]),
                                           ConfigSource.STATIC_BROKER_CONFIG))
-        default = None if definition.default is None else format_value(definition.type,
-                                                                       definition.default)
-        synonyms.append(ConfigSynonym(
-            definition.broker_synonyms[-1] if definition.broker_synonyms else name, default,
-            ConfigSource.DEFAULT_CONFIG))
+        # The default synonym is the broker config's default in its own unit (Kafka:
+        # log.retention.hours=168, not the topic's 604800000 ms).
+        default_definition = (BROKER_CONFIGS[definition.broker_synonyms[-1]]
+                              if definition.broker_synonyms else definition)
+        default = None if default_definition.default is None else format_value(
+            default_definition.type, default_definition.default)
+        synonyms.append(ConfigSynonym(default_definition.name, default,
+                                      ConfigSource.DEFAULT_CONFIG))
         entries.append(ConfigEntry(
             name=name, value=format_value(definition.type, value), source=synonyms[0].source,
             synonyms=tuple(synonyms), config_type=definition.type,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -102,9 +103,10 @@ class AdminApis:
         R = m.DeleteTopicsResponse
         if not self.config.get("delete.topic.enable"):
             names = req.topic_names if version < 6 else [t.name for t in req.topics]
-            return R(responses=[
-                R.DeletableTopicResult(name=n, error_code=ErrorCode.TOPIC_DELETION_DISABLED)
-                for n in names])
+            # Versions before 3 predate TOPIC_DELETION_DISABLED: Kafka answers INVALID_REQUEST.
+            error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+            return R(responses=[R.DeletableTopicResult(name=n, error_code=error)
+                                for n in names])
         if version < 6:
             items = [(n, None) for n in req.topic_names]
         else:
@@ -125,7 +127,14 @@ class AdminApis:
     async def create_partitions(self, ctx: RequestContext, req: m.CreatePartitionsRequest):
         R = m.CreatePartitionsResponse
         out = []
+        counts = Counter(t.name for t in req.topics)
+        for name in (n for n, count in counts.items() if count > 1):
+            out.append(R.CreatePartitionsTopicResult(name=name,
+                                                     error_code=ErrorCode.INVALID_REQUEST,
+                                                     error_message="Duplicate topic name."))
         for t in req.topics:
+            if counts[t.name] > 1:
+                continue
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             res = await self.controller.create_partitions(t.name, t.count, assignments,
                                                           req.validate_only)

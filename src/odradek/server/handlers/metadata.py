@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from odradek.controller.controller import TopicSpec
+from odradek.controller.controller import TopicSpec, validate_topic_name
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.protocol import messages as m
@@ -146,6 +146,11 @@ class MetadataApis:
         if missing and allow_auto_create and self.auto_create_topics_enabled():
             created_errors = await self.auto_create_topics(missing)
             image = self.cache.image
+        else:
+            # As Kafka: a missing topic that will not be created is UNKNOWN_TOPIC_OR_PARTITION,
+            # unless its name could never be a topic's.
+            created_errors = {name: ErrorCode.INVALID_TOPIC_EXCEPTION for name in missing
+                              if validate_topic_name(name) is not None}
         live = {b for b, reg in image.brokers.items() if not reg.fenced}
         for name in wanted_names:
             topic = image.topics_by_name.get(name)
@@ -250,9 +255,11 @@ class MetadataApis:
                     offline_replicas=[r for r in reg.replicas if r not in live],
                 ))
                 budget -= 1
-            topics_out.append(R.DescribeTopicPartitionsResponseTopic(
-                error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
-                is_internal=topic.internal, partitions=parts))
+            if parts or next_cursor is None:
+                # A topic the limit left no room for is not listed: the cursor points at it.
+                topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
+                    is_internal=topic.internal, partitions=parts))
             if next_cursor is not None:
                 break
         return R(topics=topics_out, next_cursor=next_cursor)

@@ -11,8 +11,6 @@ if TYPE_CHECKING:
     from odradek.coordinator.producer_ids import ProducerIdManager
     from odradek.server.network import RequestContext
 
-MAX_EPOCH = 32767
-
 
 class ProducerIdApis:
     def __init__(self, producer_ids: ProducerIdManager) -> None:
@@ -24,9 +22,8 @@ class ProducerIdApis:
             # No transaction coordinator yet: refuse transactional producers explicitly.
             return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                      producer_id=-1, producer_epoch=-1)
-        if req.producer_id >= 0 and 0 <= req.producer_epoch < MAX_EPOCH - 1:
-            # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
-            return R(error_code=ErrorCode.NONE, producer_id=req.producer_id,
-                     producer_epoch=req.producer_epoch + 1)
+        # Without a transactional id every request gets a new producer id at epoch 0, whatever
+        # id and epoch it carries (an idempotent producer bumps its own epoch; KIP-360's
+        # server-side bump is for transactional ids).
         producer_id = await self.producer_ids.generate_producer_id()
         return R(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
