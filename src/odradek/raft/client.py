@@ -480,7 +480,8 @@ class RaftClient:
         if error is not None:
             return self._vote_response(error, False)
         if candidate_epoch > self.epoch:
-            self.quorum.transition_to_unattached(candidate_epoch, now_ms)
+            self.quorum.transition_to_unattached(candidate_epoch, now_ms,
+                                                 keep_election_timer=True)
             self._after_transition()
         ours = OffsetAndEpoch(self.log.end_offset, self.log.last_fetched_epoch)
         up_to_date = (last_epoch, last_offset) >= (ours.epoch, ours.offset)

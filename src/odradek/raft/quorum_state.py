@@ -362,11 +362,24 @@ class QuorumState:
         self.state = state
         return state
 
-    def transition_to_unattached(self, epoch: int, now_ms: int) -> UnattachedState:
+    def transition_to_unattached(self, epoch: int, now_ms: int,
+                                 keep_election_timer: bool = False) -> UnattachedState:
+        """`keep_election_timer`: a Vote request moved us to its epoch; the election timer
+        runs on unless we grant the vote (the Raft paper's rule: only a granted vote or a
+        leader resets it). Otherwise a candidate whose log is too far behind to win could
+        keep every voter from ever timing out by starting epoch after epoch."""
         if epoch <= self.epoch:
             raise IllegalStateError(f"cannot become Unattached in epoch {epoch} from "
                                     f"{self.state.name} in epoch {self.epoch}")
-        state = UnattachedState(epoch, self._voter_deadline(now_ms))
+        deadline = self._voter_deadline(now_ms)
+        if keep_election_timer and deadline is not None:
+            current = self.state
+            kept = getattr(current, "election_deadline_ms", None)
+            if isinstance(current, FollowerState):
+                kept = current.fetch_deadline_ms
+            if kept is not None:
+                deadline = kept
+        state = UnattachedState(epoch, deadline)
         self._durable(state)
         return state
 
