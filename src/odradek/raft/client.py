@@ -548,10 +548,17 @@ class RaftClient:
                                       self.high_watermark)
         replica_id = msg.fetch_replica_id(request)
         max_bytes = max(min(request.max_bytes, partition.partition_max_bytes), 1)
+        state = self.quorum.state
+        known = (state.high_watermark_sent.get(replica_id, -1)
+                 if isinstance(state, LeaderState) else -1)
         response = self._try_complete_fetch(replica_id, partition, max_bytes, now_ms)
         answered = response.responses[0].partitions[0]
+        diverging = answered.diverging_epoch
+        # A replica that has not seen the current high watermark gets it at once, not at the
+        # end of the long poll: followers learn the commit index as soon as it moves.
         if (answered.error_code != 0 or answered.records or request.max_wait_ms == 0
-                or answered.diverging_epoch is not None or request_id is None):
+                or (diverging is not None and diverging.epoch >= 0) or request_id is None
+                or answered.high_watermark > known):
             return response
         wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
         self._parked.append(_ParkedFetch(sender_id, request_id, replica_id, partition, max_bytes,
@@ -575,6 +582,7 @@ class RaftClient:
                    if fetch_offset < self.log.end_offset else b"")
         if state.update_replica_state(replica_id, fetch_offset, self.log.end_offset, now_ms):
             self._on_leader_high_watermark(state)
+        state.high_watermark_sent[replica_id] = self.high_watermark
         return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
                                   self.high_watermark, records=records)
 

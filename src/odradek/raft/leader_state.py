@@ -59,6 +59,7 @@ class LeaderState:
         if node_id in self.voter_states:
             self.voter_states[node_id].acknowledged = True
         self.observer_states: dict[int, ReplicaState] = {}
+        self.high_watermark_sent: dict[int, int] = {}  # replica -> in our last Fetch answer
         self._fetched_voters: set[int] = set()
         self.check_quorum_deadline_ms = now_ms + config.check_quorum_timeout_ms
 
