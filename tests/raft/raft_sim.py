@@ -111,7 +111,7 @@ class CommittedEntry:
     epoch: int
     prefix: bytes
     data: bytes
-    tag: int  # the epoch of the node that first saw it committed (<= its commit epoch... or so)
+    tag: int  # the epoch of the node that first saw it committed (at least its commit epoch)
 
 
 class Checker:
@@ -229,7 +229,6 @@ class SimStats:
     dropped: int = 0
     crashes: int = 0
     partitions: int = 0
-    elections: int = 0
     appended: int = 0
     acked: int = 0
     max_epoch: int = 0
