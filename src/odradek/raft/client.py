@@ -1,0 +1,782 @@
+"""One node of the KRaft quorum (Kafka's KafkaRaftClient), sans-I/O.
+
+Inputs: `handle_request(sender, request, now_ms, request_id)` answers a request (or parks a
+Fetch with nothing to return: its answer comes out of a later `poll` as an `OutboundReply`),
+`handle_response(sender, response, now_ms, correlation_id)` takes the answer to a request this
+node sent, `handle_send_failure` says a request could not be delivered, and `append` writes
+records on the leader. Output: `poll(now_ms)` runs the timers and returns the messages to send
+(`OutboundRequest`s, each answered through `handle_response` with its correlation id, and
+`OutboundReply`s to parked Fetches); `next_deadline_ms(now_ms)` says when to poll at the latest;
+`take_committed()` hands out, in offset order, the batches the high watermark has passed. The
+driver calls `poll` after every input.
+
+The protocol, as Kafka (KIP-595):
+- Election: a voter that hears from no leader for its randomized election timeout (or from its
+  leader for the fetch timeout) becomes a candidate of the next epoch and asks every voter with
+  Vote. A voter grants at most one candidate per epoch, and only one whose log (last epoch, end
+  offset) is at least its own. A majority of grants makes the leader, which writes a
+  LeaderChange control record and tells the voters with BeginQuorumEpoch. A lost election
+  backs off (exponential, jittered) before the next epoch.
+- Replication is pulled: followers and observers Fetch(fetch offset, last fetched epoch); the
+  leader answers a fetch whose epoch does not match its log with a diverging epoch, and the
+  follower truncates to it. The leader's high watermark is the offset a majority of voters has
+  flushed, moved only once the current epoch's LeaderChange is in it; a follower's is the
+  leader's, capped at its own log end.
+- A leader that no majority fetched from for 1.5 x fetch timeout resigns (check-quorum); a
+  leader that shuts down resigns with EndQuorumEpoch, so the others elect at once.
+- Every state change is in `quorum-state` before the node acts on it (see quorum_state).
+- Requests carry the epoch; a stale one is refused (FENCED_LEADER_EPOCH), a different cluster id
+  is refused (INCONSISTENT_CLUSTER_ID), a Vote or BeginQuorumEpoch from or to a non-voter is
+  refused (INCONSISTENT_VOTER_SET), a malformed one is INVALID_REQUEST; a refused request
+  changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import ControlRecordType, RecordBatchBuilder
+from odradek.protocol.records.control import build_control_record_batch
+from odradek.raft import messages as msg
+from odradek.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
+from odradek.raft.leader_state import LeaderState, ReplicaState
+from odradek.raft.log import (
+    OffsetAndEpoch,
+    RaftLog,
+    iter_log_batches,
+    truncation_offset,
+    validate_offset_and_epoch,
+)
+from odradek.raft.quorum_state import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    QuorumState,
+    QuorumStateStore,
+    ResignedState,
+    UnattachedState,
+    VotedState,
+)
+from odradek.raft.requests import RequestManager
+from odradek.raft.voters import VoterSet
+
+log = logging.getLogger("odradek.raft")
+
+
+@dataclass(frozen=True)
+class OutboundRequest:
+    """A request to send to `destination`; its answer goes to `handle_response` with
+    `correlation_id`."""
+
+    destination: int
+    correlation_id: int
+    request: m.Message
+
+
+@dataclass(frozen=True)
+class OutboundReply:
+    """The answer to a request `handle_request` parked (a long-polling Fetch)."""
+
+    destination: int
+    request_id: Any
+    response: m.Message
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """A batch the high watermark passed: the records for the state machine above."""
+
+    base_offset: int
+    last_offset: int
+    epoch: int
+    is_control: bool
+    data: bytes  # the whole RecordBatch v2
+
+
+@dataclass
+class _ParkedFetch:
+    sender_id: int
+    request_id: Any
+    replica_id: int
+    partition: Any  # FetchRequest.FetchPartition
+    max_bytes: int
+    deadline_ms: int
+    epoch: int
+    high_watermark: int = field(default=0)
+
+
+class RaftClient:
+    def __init__(self, node_id: int, voters: VoterSet | Iterable[int], raft_log: RaftLog,
+                 store: QuorumStateStore, *, cluster_id: str, now_ms: int,
+                 config: RaftConfig | None = None, rng: random.Random | None = None,
+                 flush_in_poll: bool = True) -> None:
+        """`flush_in_poll`: `poll` flushes the log itself (Kafka's raft thread does); without
+        it the driver flushes (e.g. on a worker thread) and polls after, and a follower does
+        not fetch again before its log is flushed."""
+        self.node_id = node_id
+        self.voters = voters if isinstance(voters, VoterSet) else VoterSet(voters)
+        self.log = raft_log
+        self.cluster_id = cluster_id
+        self.config = config or RaftConfig()
+        self.rng = rng or random.Random()
+        self.flush_in_poll = flush_in_poll
+        self.quorum = QuorumState(node_id, self.voters, store, self.config, self.rng)
+        self.requests = RequestManager(self.config.request_timeout_ms,
+                                       self.config.retry_backoff_ms)
+        self._parked: list[_ParkedFetch] = []
+        self._replies: list[OutboundReply] = []
+        self._committed_next = raft_log.start_offset  # next offset take_committed hands out
+        self.quorum.initialize(raft_log.last_fetched_epoch, now_ms)
+        if self.voters.is_only_voter(node_id):
+            # A lone voter needs no one's vote: it leads at once.
+            if not isinstance(self.quorum.state, CandidateState):
+                self.quorum.transition_to_candidate(now_ms)
+            self._maybe_become_leader(now_ms)
+
+    # ------------------------------------------------------------------------------------------
+    # state
+
+    @property
+    def state(self) -> EpochState:
+        return self.quorum.state
+
+    @property
+    def state_name(self) -> str:
+        return self.quorum.state.name
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.quorum.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self.quorum.is_leader
+
+    @property
+    def high_watermark(self) -> int:
+        """The commit index: every offset below it is committed."""
+        return self.log.high_watermark
+
+    @property
+    def epoch_start_offset(self) -> int | None:
+        """On the leader, where its epoch's LeaderChange record is."""
+        state = self.quorum.state
+        return state.epoch_start_offset if isinstance(state, LeaderState) else None
+
+    def __repr__(self) -> str:
+        return (f"RaftClient(node={self.node_id}, {self.state_name}, epoch={self.epoch}, "
+                f"leader={self.leader_id}, end={self.log.end_offset}, hw={self.high_watermark})")
+
+    # ------------------------------------------------------------------------------------------
+    # appends (leader only)
+
+    def append(self, values: Iterable[bytes], now_ms: int, epoch: int | None = None) -> int:
+        """Writes `values` as one batch; returns its last offset. Committed once the high
+        watermark passes it. `epoch`, if given, must be the current one (a caller that decided
+        what to write as leader of an epoch must not write it in a later one)."""
+        state = self._writable_leader(epoch)
+        builder = RecordBatchBuilder(partition_leader_epoch=state.epoch)
+        count = 0
+        for value in values:
+            builder.append(now_ms, None, value)
+            count += 1
+        if count == 0:
+            raise ValueError("an append needs at least one record")
+        return self.log.append_as_leader(builder.build(), state.epoch)[1]
+
+    def append_batch(self, batch: bytes, epoch: int | None = None) -> int:
+        """Writes one prebuilt RecordBatch v2 (offsets and epoch are assigned); returns its last
+        offset."""
+        state = self._writable_leader(epoch)
+        return self.log.append_as_leader(batch, state.epoch)[1]
+
+    def _writable_leader(self, epoch: int | None) -> LeaderState:
+        state = self.quorum.state
+        if not isinstance(state, LeaderState) or (epoch is not None and epoch != state.epoch):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"node {self.node_id} is not the leader of epoch "
+                             f"{state.epoch if epoch is None else epoch} ({state.name})")
+        return state
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful: the leader gives up its epoch and tells the voters (EndQuorumEpoch), the
+        most caught-up first in line."""
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            self.quorum.transition_to_resigned(state.preferred_successors(), now_ms)
+            self._after_transition()
+
+    # ------------------------------------------------------------------------------------------
+    # committed batches
+
+    def take_committed(self) -> list[CommittedBatch]:
+        """The batches the high watermark passed since the last call, in offset order."""
+        end = self.log.high_watermark
+        out: list[CommittedBatch] = []
+        if self._committed_next >= end:
+            return out
+        for header, data in iter_log_batches(self.log, self._committed_next, end):
+            out.append(CommittedBatch(header.base_offset, header.last_offset,
+                                      header.partition_leader_epoch, header.is_control, data))
+            self._committed_next = header.next_offset
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # timers and outbound messages
+
+    def poll(self, now_ms: int) -> list[OutboundRequest | OutboundReply]:
+        if self.flush_in_poll and self.log.flushed_end < self.log.end_offset:
+            self.log.flush()
+        out: list[OutboundRequest | OutboundReply] = []
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            self._poll_leader(state, now_ms, out)
+        elif isinstance(state, CandidateState):
+            self._poll_candidate(state, now_ms, out)
+        elif isinstance(state, FollowerState):
+            self._poll_follower(state, now_ms, out)
+        elif isinstance(state, ResignedState):
+            self._poll_resigned(state, now_ms, out)
+        else:  # Unattached, Voted
+            self._poll_unattached(state, now_ms, out)
+        self._complete_parked_fetches(now_ms)
+        out.extend(self._replies)
+        self._replies = []
+        return out
+
+    def next_deadline_ms(self, now_ms: int) -> int:
+        """When `poll` must run next at the latest (with no input before)."""
+        deadlines = [now_ms + 60_000]
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            check = state.next_check_quorum_ms()
+            if check is not None:
+                deadlines.append(check)
+        elif isinstance(state, CandidateState):
+            deadlines.append(state.backoff_deadline_ms if state.backoff_deadline_ms is not None
+                             else state.election_deadline_ms)
+        elif isinstance(state, FollowerState):
+            deadlines.append(state.fetch_deadline_ms)
+        elif state.election_deadline_ms is not None:
+            deadlines.append(state.election_deadline_ms)
+        request_deadline = self.requests.next_deadline_ms(now_ms)
+        if request_deadline is not None:
+            deadlines.append(request_deadline)
+        deadlines.extend(parked.deadline_ms for parked in self._parked)
+        if self._replies:
+            deadlines.append(now_ms)
+        return min(deadlines)
+
+    def _send(self, destination: int, request: m.Message, now_ms: int,
+              out: list[OutboundRequest | OutboundReply]) -> None:
+        correlation_id = self.requests.on_send(destination, now_ms)
+        out.append(OutboundRequest(destination, correlation_id, request))
+
+    def _poll_leader(self, state: LeaderState, now_ms: int,
+                     out: list[OutboundRequest | OutboundReply]) -> None:
+        if state.update_local_state(self.log.flushed_end, now_ms):
+            self._on_leader_high_watermark(state)
+        if state.check_quorum_expired(now_ms):
+            log.info("node %d: no majority fetched in epoch %d for %d ms: resigning",
+                     self.node_id, state.epoch, self.config.check_quorum_timeout_ms)
+            self.quorum.transition_to_resigned([], now_ms)
+            self._after_transition()
+            return
+        state.expire_observers(now_ms)
+        for voter in state.non_acknowledging_voters():
+            if self.requests.is_ready(voter, now_ms):
+                self._send(voter, msg.begin_epoch_request(self.cluster_id, state.epoch,
+                                                          self.node_id), now_ms, out)
+
+    def _poll_candidate(self, state: CandidateState, now_ms: int,
+                        out: list[OutboundRequest | OutboundReply]) -> None:
+        if state.backoff_deadline_ms is not None:
+            if now_ms >= state.backoff_deadline_ms:
+                self._become_candidate(now_ms, out)
+            return
+        if now_ms >= state.election_deadline_ms:
+            state.start_backing_off(now_ms, self.quorum.election_backoff_ms(state.retries))
+            return
+        self._send_votes(state, now_ms, out)
+
+    def _send_votes(self, state: CandidateState, now_ms: int,
+                    out: list[OutboundRequest | OutboundReply]) -> None:
+        if state.is_vote_rejected:
+            return
+        for voter in state.unrecorded_voters():
+            if self.requests.is_ready(voter, now_ms):
+                self._send(voter, msg.vote_request(
+                    self.cluster_id, state.epoch, self.node_id, self.log.last_fetched_epoch,
+                    self.log.end_offset), now_ms, out)
+
+    def _become_candidate(self, now_ms: int, out: list[OutboundRequest | OutboundReply]) -> None:
+        state = self.quorum.transition_to_candidate(now_ms)
+        self._after_transition()
+        if not self._maybe_become_leader(now_ms):
+            self._send_votes(state, now_ms, out)
+
+    def _poll_follower(self, state: FollowerState, now_ms: int,
+                       out: list[OutboundRequest | OutboundReply]) -> None:
+        expired = now_ms >= state.fetch_deadline_ms
+        if expired and self.quorum.is_voter:
+            log.info("node %d: no answer from leader %d for the fetch timeout: election",
+                     self.node_id, state.leader_id)
+            self._become_candidate(now_ms, out)
+            return
+        # An observer that lost its leader asks any voter (the answer names the leader).
+        target = self._random_ready_voter(now_ms) if expired else state.leader_id
+        self._maybe_fetch(target, now_ms, out)
+
+    def _poll_unattached(self, state: UnattachedState | VotedState, now_ms: int,
+                         out: list[OutboundRequest | OutboundReply]) -> None:
+        if self.quorum.is_voter:
+            if state.election_deadline_ms is not None and now_ms >= state.election_deadline_ms:
+                self._become_candidate(now_ms, out)
+        else:
+            self._maybe_fetch(self._random_ready_voter(now_ms), now_ms, out)
+
+    def _poll_resigned(self, state: ResignedState, now_ms: int,
+                       out: list[OutboundRequest | OutboundReply]) -> None:
+        if now_ms >= state.election_deadline_ms and self.quorum.is_voter:
+            self._become_candidate(now_ms, out)
+            return
+        for voter in sorted(state.unacknowledged):
+            if self.requests.is_ready(voter, now_ms):
+                self._send(voter, msg.end_epoch_request(
+                    self.cluster_id, state.epoch, self.node_id, state.preferred_successors),
+                    now_ms, out)
+
+    def _random_ready_voter(self, now_ms: int) -> int | None:
+        ready = [v for v in self.voters if v != self.node_id and self.requests.is_ready(v, now_ms)]
+        return self.rng.choice(ready) if ready else None
+
+    def _maybe_fetch(self, target: int | None, now_ms: int,
+                     out: list[OutboundRequest | OutboundReply]) -> None:
+        if target is None or not self.requests.is_ready(target, now_ms):
+            return
+        if self.log.flushed_end < self.log.end_offset:
+            return  # the fetch offset tells the leader what we have durably: flush first
+        self._send(target, msg.fetch_request(
+            self.cluster_id, self.node_id, self.epoch, self.log.end_offset,
+            self.log.last_fetched_epoch, self.config.fetch_max_wait_ms,
+            self.config.fetch_max_bytes), now_ms, out)
+
+    # ------------------------------------------------------------------------------------------
+    # transitions
+
+    def _after_transition(self) -> None:
+        # Answers to requests sent in the old state no longer apply; parked fetches get their
+        # (error) answer in the next poll.
+        self.requests.reset_all()
+
+    def _maybe_become_leader(self, now_ms: int) -> bool:
+        state = self.quorum.state
+        if not isinstance(state, CandidateState) or not state.is_vote_granted:
+            return False
+        epoch_start = self.log.end_offset
+        leader = self.quorum.transition_to_leader(epoch_start, self.log.high_watermark, now_ms)
+        self._after_transition()
+        change = m.LeaderChangeMessage(
+            version=0, leader_id=self.node_id,
+            voters=[m.LeaderChangeMessage.Voter(voter_id=v) for v in self.voters],
+            granting_voters=[m.LeaderChangeMessage.Voter(voter_id=v)
+                             for v in leader.granting_voters])
+        batch = build_control_record_batch(ControlRecordType.LEADER_CHANGE, change.encode(0),
+                                           now_ms, partition_leader_epoch=leader.epoch)
+        self.log.append_as_leader(batch, leader.epoch)
+        log.info("node %d: leader of epoch %d from offset %d", self.node_id, leader.epoch,
+                 epoch_start)
+        if self.flush_in_poll:
+            self.log.flush()
+        if leader.update_local_state(self.log.flushed_end, now_ms):
+            self._on_leader_high_watermark(leader)
+        return True
+
+    def _maybe_transition(self, leader_id: int | None, epoch: int, now_ms: int) -> None:
+        """What a request or response says about the epoch's leader, if it is news."""
+        if leader_id is not None and (leader_id == self.node_id or leader_id not in self.voters):
+            leader_id = None  # not a leader we could follow
+        if epoch > self.epoch:
+            if leader_id is not None:
+                self.quorum.transition_to_follower(epoch, leader_id, now_ms)
+            else:
+                self.quorum.transition_to_unattached(epoch, now_ms)
+            self._after_transition()
+        elif epoch == self.epoch and leader_id is not None and self.leader_id is None:
+            self.quorum.transition_to_follower(epoch, leader_id, now_ms)
+            self._after_transition()
+
+    def _consistent_leader(self, leader_id: int | None, epoch: int) -> bool:
+        return (epoch != self.epoch or leader_id is None or self.leader_id is None
+                or leader_id == self.leader_id)
+
+    def _on_leader_high_watermark(self, state: LeaderState) -> None:
+        self.log.update_high_watermark(state.high_watermark)
+
+    # ------------------------------------------------------------------------------------------
+    # requests
+
+    def handle_request(self, sender_id: int, request: m.Message, now_ms: int,
+                       request_id: Any = None) -> m.Message | None:
+        """The answer to `request`, or None for a Fetch parked until there is something to
+        return (only when `request_id` is given; the answer then comes out of `poll`)."""
+        if isinstance(request, m.FetchRequest):
+            return self._handle_fetch(sender_id, request, now_ms, request_id)
+        if isinstance(request, m.VoteRequest):
+            return self._handle_vote(request, now_ms)
+        if isinstance(request, m.BeginQuorumEpochRequest):
+            return self._handle_begin_epoch(request, now_ms)
+        if isinstance(request, m.EndQuorumEpochRequest):
+            return self._handle_end_epoch(request, now_ms)
+        if isinstance(request, m.DescribeQuorumRequest):
+            return self.describe_quorum(now_ms, request)
+        raise TypeError(f"not a Raft request: {type(request).__name__}")
+
+    def _valid_cluster_id(self, cluster_id: str | None) -> bool:
+        # A request without one is accepted (older clients), like Kafka.
+        return cluster_id is None or cluster_id == self.cluster_id
+
+    def _validate_voter_only(self, remote_id: int, epoch: int) -> ErrorCode | None:
+        if epoch < self.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if remote_id < 0 or remote_id == self.node_id:
+            return ErrorCode.INVALID_REQUEST
+        if self.quorum.is_observer or remote_id not in self.voters:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return None
+
+    def _validate_leader_only(self, epoch: int) -> ErrorCode | None:
+        if epoch < self.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if epoch > self.epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if not self.quorum.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    def _handle_vote(self, request: m.VoteRequest, now_ms: int) -> m.Message:
+        if not self._valid_cluster_id(request.cluster_id):
+            return msg.top_level_error(m.VoteResponse, ErrorCode.INCONSISTENT_CLUSTER_ID)
+        partition = msg.single_partition(request)
+        if partition is None:
+            return msg.top_level_error(m.VoteResponse, ErrorCode.INVALID_REQUEST)
+        candidate_id = partition.candidate_id
+        candidate_epoch = partition.candidate_epoch
+        last_epoch = partition.last_offset_epoch
+        last_offset = partition.last_offset
+        if last_offset < 0 or last_epoch < 0 or last_epoch >= candidate_epoch:
+            return self._vote_response(ErrorCode.INVALID_REQUEST, False)
+        error = self._validate_voter_only(candidate_id, candidate_epoch)
+        if error is not None:
+            return self._vote_response(error, False)
+        if candidate_epoch > self.epoch:
+            self.quorum.transition_to_unattached(candidate_epoch, now_ms,
+                                                 keep_election_timer=True)
+            self._after_transition()
+        ours = OffsetAndEpoch(self.log.end_offset, self.log.last_fetched_epoch)
+        up_to_date = (last_epoch, last_offset) >= (ours.epoch, ours.offset)
+        granted = self.quorum.state.can_grant_vote(candidate_id, up_to_date)
+        if granted and isinstance(self.quorum.state, UnattachedState):
+            self.quorum.transition_to_voted(candidate_epoch, candidate_id, now_ms)
+        return self._vote_response(ErrorCode.NONE, granted)
+
+    def _vote_response(self, error: ErrorCode, granted: bool) -> m.VoteResponse:
+        return msg.vote_response(error, self.leader_id, self.epoch, granted)
+
+    def _handle_begin_epoch(self, request: m.BeginQuorumEpochRequest,
+                            now_ms: int) -> m.Message:
+        if not self._valid_cluster_id(request.cluster_id):
+            return msg.top_level_error(m.BeginQuorumEpochResponse,
+                                       ErrorCode.INCONSISTENT_CLUSTER_ID)
+        partition = msg.single_partition(request)
+        if partition is None:
+            return msg.top_level_error(m.BeginQuorumEpochResponse, ErrorCode.INVALID_REQUEST)
+        leader_id, epoch = partition.leader_id, partition.leader_epoch
+        error = self._validate_voter_only(leader_id, epoch)
+        if error is None and not self._consistent_leader(leader_id, epoch):
+            # Another leader in our epoch: impossible with correct peers; change nothing.
+            error = ErrorCode.INVALID_REQUEST
+        if error is None:
+            self._maybe_transition(leader_id, epoch, now_ms)
+        return msg.begin_epoch_response(error or ErrorCode.NONE, self.leader_id, self.epoch)
+
+    def _handle_end_epoch(self, request: m.EndQuorumEpochRequest, now_ms: int) -> m.Message:
+        if not self._valid_cluster_id(request.cluster_id):
+            return msg.top_level_error(m.EndQuorumEpochResponse,
+                                       ErrorCode.INCONSISTENT_CLUSTER_ID)
+        partition = msg.single_partition(request)
+        if partition is None:
+            return msg.top_level_error(m.EndQuorumEpochResponse, ErrorCode.INVALID_REQUEST)
+        leader_id, epoch = partition.leader_id, partition.leader_epoch
+        error = self._validate_voter_only(leader_id, epoch)
+        if error is None and not self._consistent_leader(leader_id, epoch):
+            error = ErrorCode.INVALID_REQUEST
+        if error is None:
+            self._maybe_transition(leader_id, epoch, now_ms)
+            state = self.quorum.state
+            if isinstance(state, FollowerState) and state.leader_id == leader_id:
+                # Successors later in the leader's list wait longer, so the most caught up
+                # usually wins the election.
+                successors = list(partition.preferred_successors or [])
+                position = successors.index(self.node_id) if self.node_id in successors else -1
+                backoff = 0 if position <= 0 else min(RETRY_BACKOFF_BASE_MS << (position - 1),
+                                                      self.config.election_backoff_max_ms)
+                state.override_fetch_timeout(now_ms, backoff)
+        return msg.end_epoch_response(error or ErrorCode.NONE, self.leader_id, self.epoch)
+
+    def _handle_fetch(self, sender_id: int, request: m.FetchRequest, now_ms: int,
+                      request_id: Any) -> m.Message | None:
+        if not self._valid_cluster_id(request.cluster_id):
+            return msg.top_level_error(m.FetchResponse, ErrorCode.INCONSISTENT_CLUSTER_ID)
+        partition = msg.single_partition(request)
+        if partition is None:
+            return msg.top_level_error(m.FetchResponse, ErrorCode.INVALID_REQUEST)
+        if (request.max_wait_ms < 0 or partition.fetch_offset < 0
+                or partition.last_fetched_epoch < 0
+                or partition.last_fetched_epoch > partition.current_leader_epoch):
+            return msg.fetch_response(ErrorCode.INVALID_REQUEST, self.leader_id, self.epoch,
+                                      self.high_watermark)
+        replica_id = msg.fetch_replica_id(request)
+        max_bytes = max(min(request.max_bytes, partition.partition_max_bytes), 1)
+        state = self.quorum.state
+        known = (state.high_watermark_sent.get(replica_id, -1)
+                 if isinstance(state, LeaderState) else -1)
+        response = self._try_complete_fetch(replica_id, partition, max_bytes, now_ms)
+        answered = response.responses[0].partitions[0]
+        diverging = answered.diverging_epoch
+        # A replica that has not seen the current high watermark gets it at once, not at the
+        # end of the long poll: followers learn the commit index as soon as it moves.
+        if (answered.error_code != 0 or answered.records or request.max_wait_ms == 0
+                or (diverging is not None and diverging.epoch >= 0) or request_id is None
+                or answered.high_watermark > known):
+            return response
+        wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
+        self._parked.append(_ParkedFetch(sender_id, request_id, replica_id, partition, max_bytes,
+                                         now_ms + wait, self.epoch, self.high_watermark))
+        return None
+
+    def _try_complete_fetch(self, replica_id: int, partition: Any, max_bytes: int,
+                            now_ms: int) -> m.FetchResponse:
+        error = self._validate_leader_only(partition.current_leader_epoch)
+        if error is not None:
+            return msg.fetch_response(error, self.leader_id, self.epoch, self.high_watermark)
+        state = self.quorum.state
+        assert isinstance(state, LeaderState)
+        diverging = validate_offset_and_epoch(self.log, partition.fetch_offset,
+                                              partition.last_fetched_epoch)
+        if diverging is not None:
+            return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
+                                      self.high_watermark, diverging=diverging)
+        fetch_offset = partition.fetch_offset
+        records = (self.log.read(fetch_offset, max_bytes)
+                   if fetch_offset < self.log.end_offset else b"")
+        if state.update_replica_state(replica_id, fetch_offset, self.log.end_offset, now_ms):
+            self._on_leader_high_watermark(state)
+        state.high_watermark_sent[replica_id] = self.high_watermark
+        return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
+                                  self.high_watermark, records=records)
+
+    def _complete_parked_fetches(self, now_ms: int) -> None:
+        if not self._parked:
+            return
+        still: list[_ParkedFetch] = []
+        for parked in self._parked:
+            if (now_ms >= parked.deadline_ms or not self.is_leader or self.epoch != parked.epoch
+                    or self.log.end_offset > parked.partition.fetch_offset
+                    or self.high_watermark != parked.high_watermark):
+                response = self._try_complete_fetch(parked.replica_id, parked.partition,
+                                                    parked.max_bytes, now_ms)
+                self._replies.append(OutboundReply(parked.sender_id, parked.request_id,
+                                                   response))
+            else:
+                still.append(parked)
+        self._parked = still
+
+    def describe_quorum(self, now_ms: int,
+                        request: m.DescribeQuorumRequest | None = None) -> m.DescribeQuorumResponse:
+        """DescribeQuorum: only the leader knows the replicas' progress."""
+        if request is not None and msg.single_partition(request) is None:
+            return msg.top_level_error(m.DescribeQuorumResponse, ErrorCode.INVALID_REQUEST)
+        D = m.DescribeQuorumResponse
+        state = self.quorum.state
+        if not isinstance(state, LeaderState):
+            partition = D.PartitionData(
+                partition_index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER.code,
+                leader_id=-1 if self.leader_id is None else self.leader_id,
+                leader_epoch=self.epoch, high_watermark=self.high_watermark,
+                current_voters=[], observers=[])
+        else:
+            def describe(replica: ReplicaState) -> Any:
+                return D.ReplicaState(
+                    replica_id=replica.node_id,
+                    log_end_offset=-1 if replica.end_offset is None else replica.end_offset,
+                    last_fetch_timestamp=replica.last_fetch_ms,
+                    last_caught_up_timestamp=replica.last_caught_up_ms)
+
+            partition = D.PartitionData(
+                partition_index=0, error_code=0, leader_id=self.node_id,
+                leader_epoch=state.epoch, high_watermark=self.high_watermark,
+                current_voters=[describe(r) for r in state.voter_states.values()],
+                observers=[describe(r) for r in state.observer_states.values()])
+        return D(topics=[D.TopicData(topic_name=msg.METADATA_TOPIC, partitions=[partition])])
+
+    # ------------------------------------------------------------------------------------------
+    # responses
+
+    def handle_send_failure(self, destination: int, correlation_id: int, now_ms: int) -> None:
+        """The request could not be delivered or its connection broke: retry after backoff."""
+        self.requests.on_failure(destination, correlation_id, now_ms)
+
+    def handle_response(self, sender_id: int, response: m.Message, now_ms: int,
+                        correlation_id: int | None = None) -> None:
+        """The answer of `sender_id` to our request `correlation_id`; an answer to a request
+        no longer in flight is dropped."""
+        if not self.requests.on_response(sender_id, correlation_id):
+            return
+        if isinstance(response, m.FetchResponse):
+            ok = self._handle_fetch_response(sender_id, response, now_ms)
+        elif isinstance(response, m.VoteResponse):
+            ok = self._handle_vote_response(sender_id, response, now_ms)
+        elif isinstance(response, m.BeginQuorumEpochResponse):
+            ok = self._handle_begin_epoch_response(sender_id, response, now_ms)
+        elif isinstance(response, m.EndQuorumEpochResponse):
+            ok = self._handle_end_epoch_response(sender_id, response, now_ms)
+        else:
+            raise TypeError(f"not a Raft response: {type(response).__name__}")
+        if not ok:
+            self.requests.back_off(sender_id, now_ms)
+
+    def _common_response(self, error: ErrorCode, leader_id: int | None, epoch: int,
+                         now_ms: int) -> bool | None:
+        """Kafka's maybeHandleCommonResponse: what any answer's epoch and leader tell us.
+        True/False: handled (ok or not); None: the caller handles it."""
+        if epoch < self.epoch or error == ErrorCode.UNKNOWN_LEADER_EPOCH:
+            return True  # we are ahead: the answer no longer matters
+        if epoch > self.epoch or error in (ErrorCode.FENCED_LEADER_EPOCH,
+                                           ErrorCode.NOT_LEADER_OR_FOLLOWER):
+            before = (self.epoch, self.leader_id)
+            if self._consistent_leader(leader_id, epoch):
+                self._maybe_transition(leader_id, epoch, now_ms)
+            # An error that taught us nothing (e.g. a resigned leader) is retried after backoff.
+            return error == ErrorCode.NONE or (self.epoch, self.leader_id) != before
+        if epoch == self.epoch and leader_id is not None and self.leader_id is None:
+            if self._consistent_leader(leader_id, epoch):
+                self._maybe_transition(leader_id, epoch, now_ms)
+            return None if error == ErrorCode.NONE else False
+        return None
+
+    def _handle_vote_response(self, sender_id: int, response: m.VoteResponse,
+                              now_ms: int) -> bool:
+        partition = msg.single_partition(response)
+        if response.error_code != 0 or partition is None:
+            return False
+        error = ErrorCode.from_code(partition.error_code)
+        handled = self._common_response(error, msg.leader_or_none(partition.leader_id),
+                                        partition.leader_epoch, now_ms)
+        if handled is not None:
+            return handled
+        if error != ErrorCode.NONE:
+            return False
+        state = self.quorum.state
+        if isinstance(state, CandidateState):
+            if partition.vote_granted:
+                state.record_granted(sender_id)
+                self._maybe_become_leader(now_ms)
+            else:
+                state.record_rejected(sender_id)
+                if state.is_vote_rejected and not state.is_backing_off:
+                    state.start_backing_off(now_ms,
+                                            self.quorum.election_backoff_ms(state.retries))
+        return True
+
+    def _handle_begin_epoch_response(self, sender_id: int,
+                                     response: m.BeginQuorumEpochResponse, now_ms: int) -> bool:
+        partition = msg.single_partition(response)
+        if response.error_code != 0 or partition is None:
+            return False
+        error = ErrorCode.from_code(partition.error_code)
+        handled = self._common_response(error, msg.leader_or_none(partition.leader_id),
+                                        partition.leader_epoch, now_ms)
+        if handled is not None:
+            return handled
+        state = self.quorum.state
+        if error == ErrorCode.NONE and isinstance(state, LeaderState):
+            state.add_acknowledgement_from(sender_id)
+        return error == ErrorCode.NONE
+
+    def _handle_end_epoch_response(self, sender_id: int, response: m.EndQuorumEpochResponse,
+                                   now_ms: int) -> bool:
+        partition = msg.single_partition(response)
+        if response.error_code != 0 or partition is None:
+            return False
+        error = ErrorCode.from_code(partition.error_code)
+        handled = self._common_response(error, msg.leader_or_none(partition.leader_id),
+                                        partition.leader_epoch, now_ms)
+        if handled is not None:
+            return handled
+        state = self.quorum.state
+        if error == ErrorCode.NONE and isinstance(state, ResignedState):
+            state.acknowledge_resignation(sender_id)
+        return error == ErrorCode.NONE
+
+    def _handle_fetch_response(self, sender_id: int, response: m.FetchResponse,
+                               now_ms: int) -> bool:
+        partition = msg.single_partition(response)
+        if response.error_code != 0 or partition is None:
+            return False
+        error = ErrorCode.from_code(partition.error_code)
+        current = partition.current_leader
+        leader_id = msg.leader_or_none(current.leader_id) if current is not None else None
+        epoch = current.leader_epoch if current is not None else -1
+        handled = self._common_response(error, leader_id, epoch, now_ms)
+        if handled is not None:
+            return handled
+        state = self.quorum.state
+        if error != ErrorCode.NONE:
+            return False
+        if not isinstance(state, FollowerState) or sender_id != state.leader_id:
+            return True  # not from the leader we follow: nothing to take
+        diverging = partition.diverging_epoch
+        snapshot = partition.snapshot_id
+        if diverging is not None and diverging.epoch >= 0:
+            target = truncation_offset(self.log, OffsetAndEpoch(diverging.end_offset,
+                                                                diverging.epoch))
+            if target < self.log.high_watermark:
+                log.error("node %d: leader %d asks to truncate to %d, below the high "
+                          "watermark %d: refused", self.node_id, sender_id, target,
+                          self.log.high_watermark)
+                return False
+            log.info("node %d: truncating to %d (diverging epoch %d ends at %d)",
+                     self.node_id, target, diverging.epoch, diverging.end_offset)
+            self.log.truncate_to(target)
+        elif snapshot is not None and (snapshot.epoch >= 0 or snapshot.end_offset >= 0):
+            log.warning("node %d: leader %d offers snapshot %s: snapshots are not supported "
+                        "yet", self.node_id, sender_id, snapshot)
+            return False
+        else:
+            records = partition.records
+            if records is not None and len(records):
+                try:
+                    self.log.append_as_follower(records)
+                except KafkaError as exc:
+                    log.warning("node %d: cannot append the fetched records: %s",
+                                self.node_id, exc)
+                    return False
+                if self.flush_in_poll:
+                    self.log.flush()  # voters fetch again only with the data on disk
+            if partition.high_watermark >= 0:
+                new = min(partition.high_watermark, self.log.end_offset)
+                if new > self.log.high_watermark:
+                    self.log.update_high_watermark(new)
+        state.reset_fetch_timeout(now_ms)
+        return True

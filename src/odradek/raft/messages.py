@@ -1,0 +1,155 @@
+"""The Kafka messages Raft exchanges, built and unpacked for the one metadata partition.
+
+Versions: Vote, BeginQuorumEpoch and EndQuorumEpoch v0, Fetch v16 (ReplicaState, topic id),
+DescribeQuorum v1: the newest the project's generated codecs (Kafka 3.8 specs) know.
+`single_partition` returns None for a request that is not about exactly the metadata
+partition; the client answers it INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+
+# The version each API is encoded at (the simulation's network and the network layer).
+API_VERSIONS: dict[type[m.Message], int] = {
+    m.VoteRequest: 0, m.VoteResponse: 0,
+    m.BeginQuorumEpochRequest: 0, m.BeginQuorumEpochResponse: 0,
+    m.EndQuorumEpochRequest: 0, m.EndQuorumEpochResponse: 0,
+    m.FetchRequest: 16, m.FetchResponse: 16,
+    m.DescribeQuorumRequest: 1, m.DescribeQuorumResponse: 1,
+}
+
+NO_LEADER = -1
+
+
+def single_partition(message: Any) -> Any | None:
+    """The one partition entry of a Raft request/response about the metadata partition."""
+    topics = getattr(message, "topics", None)
+    if topics is None:
+        topics = getattr(message, "responses", None)
+    if not topics or len(topics) != 1:
+        return None
+    topic = topics[0]
+    name = getattr(topic, "topic_name", None)
+    if name is None:  # Fetch v13+: by topic id
+        if getattr(topic, "topic_id", None) != METADATA_TOPIC_ID:
+            return None
+    elif name != METADATA_TOPIC:
+        return None
+    partitions = topic.partitions or []
+    if len(partitions) != 1:
+        return None
+    partition = partitions[0]
+    index = getattr(partition, "partition_index", getattr(partition, "partition", None))
+    return partition if index == METADATA_PARTITION else None
+
+
+def leader_or_none(leader_id: int) -> int | None:
+    return None if leader_id < 0 else leader_id
+
+
+# -- Vote
+def vote_request(cluster_id: str, epoch: int, candidate_id: int, last_epoch: int,
+                 last_offset: int) -> m.VoteRequest:
+    return m.VoteRequest(cluster_id=cluster_id, topics=[m.VoteRequest.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[m.VoteRequest.PartitionData(
+            partition_index=METADATA_PARTITION, candidate_epoch=epoch, candidate_id=candidate_id,
+            last_offset_epoch=last_epoch, last_offset=last_offset)])])
+
+
+def vote_response(error: ErrorCode, leader_id: int | None, epoch: int,
+                  granted: bool) -> m.VoteResponse:
+    return m.VoteResponse(topics=[m.VoteResponse.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[m.VoteResponse.PartitionData(
+            partition_index=METADATA_PARTITION, error_code=error.code,
+            leader_id=NO_LEADER if leader_id is None else leader_id, leader_epoch=epoch,
+            vote_granted=granted)])])
+
+
+# -- BeginQuorumEpoch
+def begin_epoch_request(cluster_id: str, epoch: int,
+                        leader_id: int) -> m.BeginQuorumEpochRequest:
+    return m.BeginQuorumEpochRequest(cluster_id=cluster_id, topics=[
+        m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
+            m.BeginQuorumEpochRequest.PartitionData(partition_index=METADATA_PARTITION,
+                                                    leader_id=leader_id, leader_epoch=epoch)])])
+
+
+def begin_epoch_response(error: ErrorCode, leader_id: int | None,
+                         epoch: int) -> m.BeginQuorumEpochResponse:
+    return m.BeginQuorumEpochResponse(topics=[m.BeginQuorumEpochResponse.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[m.BeginQuorumEpochResponse.PartitionData(
+            partition_index=METADATA_PARTITION, error_code=error.code,
+            leader_id=NO_LEADER if leader_id is None else leader_id, leader_epoch=epoch)])])
+
+
+# -- EndQuorumEpoch
+def end_epoch_request(cluster_id: str, epoch: int, leader_id: int,
+                      preferred_successors: list[int]) -> m.EndQuorumEpochRequest:
+    return m.EndQuorumEpochRequest(cluster_id=cluster_id, topics=[
+        m.EndQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
+            m.EndQuorumEpochRequest.PartitionData(
+                partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch,
+                preferred_successors=list(preferred_successors))])])
+
+
+def end_epoch_response(error: ErrorCode, leader_id: int | None,
+                       epoch: int) -> m.EndQuorumEpochResponse:
+    return m.EndQuorumEpochResponse(topics=[m.EndQuorumEpochResponse.TopicData(
+        topic_name=METADATA_TOPIC, partitions=[m.EndQuorumEpochResponse.PartitionData(
+            partition_index=METADATA_PARTITION, error_code=error.code,
+            leader_id=NO_LEADER if leader_id is None else leader_id, leader_epoch=epoch)])])
+
+
+# -- Fetch
+def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: int,
+                  last_fetched_epoch: int, max_wait_ms: int,
+                  max_bytes: int) -> m.FetchRequest:
+    return m.FetchRequest(
+        cluster_id=cluster_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id),
+        max_wait_ms=max_wait_ms, min_bytes=0, max_bytes=max_bytes,
+        topics=[m.FetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
+            m.FetchRequest.FetchPartition(
+                partition=METADATA_PARTITION, current_leader_epoch=epoch,
+                fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
+                partition_max_bytes=max_bytes)])])
+
+
+def fetch_replica_id(request: m.FetchRequest) -> int:
+    state = request.replica_state
+    return -1 if state is None else state.replica_id
+
+
+def fetch_response(error: ErrorCode, leader_id: int | None, epoch: int, high_watermark: int,
+                   records: bytes = b"", diverging: tuple[int, int] | None = None,
+                   top_level_error: ErrorCode = ErrorCode.NONE) -> m.FetchResponse:
+    """`diverging` is (end offset, epoch)."""
+    partition = m.FetchResponse.PartitionData(
+        partition_index=METADATA_PARTITION, error_code=error.code, high_watermark=high_watermark,
+        current_leader=m.FetchResponse.LeaderIdAndEpoch(
+            leader_id=NO_LEADER if leader_id is None else leader_id, leader_epoch=epoch),
+        records=records)
+    if diverging is not None:
+        partition.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=diverging[1],
+                                                                   end_offset=diverging[0])
+    return m.FetchResponse(error_code=top_level_error.code, responses=[
+        m.FetchResponse.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID,
+                                               partitions=[partition])])
+
+
+def top_level_error(response_cls: type[m.Message], error: ErrorCode) -> m.Message:
+    """An answer that is only an error (bad cluster id, not the metadata partition)."""
+    if response_cls is m.FetchResponse:
+        return m.FetchResponse(error_code=error.code, responses=[])
+    return response_cls(error_code=error.code, topics=[])
+
+
+# -- DescribeQuorum
+def describe_quorum_request() -> m.DescribeQuorumRequest:
+    return m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name=METADATA_TOPIC,
+        partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=METADATA_PARTITION)])])

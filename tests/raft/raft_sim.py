@@ -1,0 +1,479 @@
+"""A deterministic simulation of a KRaft quorum: N RaftClients, a seeded scheduler, a network
+that delivers, drops, duplicates, delays and reorders, crashes and restarts, partitions.
+
+Everything random comes from one `random.Random(seed)`, and time is simulated, so a seed replays
+the same run exactly. Every message crosses the network as bytes (encoded and decoded with the
+generated codecs at the versions Raft uses), so codec mistakes show up too.
+
+Invariants, checked as the run goes (every step, or at the event that could break them):
+- election safety: at most one leader per epoch, ever (every `quorum-state` write that names a
+  leader agrees), and a node votes for at most one candidate per epoch;
+- log matching: two logs with a batch of the same (last offset, epoch) have identical prefixes
+  up to it (a prefix hash per batch, registered globally);
+- committed entries never change: each node's committed prefix (below its high watermark) is a
+  prefix of the global committed log, and a log never truncates below its high watermark;
+- leader completeness: a leader of epoch L has every entry committed in an epoch before L;
+- the high watermark of a node never goes back (until it crashes: then it re-derives it);
+- committed batches are handed out in offset order, each exactly the committed one;
+- every acknowledged append (the leader's high watermark passed it in its epoch) is in the
+  final committed log exactly once;
+- liveness: once the network heals and every node is up, a leader is elected and appends
+  commit within a bounded simulated time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.protocol.records import iter_batches, iter_records
+from odradek.raft import MemoryQuorumStateStore, MemoryRaftLog, RaftClient, RaftConfig
+from odradek.raft.client import OutboundReply, OutboundRequest
+from odradek.raft.messages import API_VERSIONS
+from odradek.raft.quorum_state import ElectionState
+
+CLUSTER_ID = "sim-cluster"
+LIVENESS_BOUND_MS = 20_000
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+# ------------------------------------------------------------------------------------------------
+# instrumented storage
+
+
+class SimLog(MemoryRaftLog):
+    """The in-memory log, plus a prefix hash per batch reported to the checker."""
+
+    def __init__(self, node_id: int, checker: Checker) -> None:
+        super().__init__()
+        self.node_id = node_id
+        self.checker = checker
+        self.prefix: list[bytes] = []  # per batch: hash of every batch up to and including it
+        self.by_last_offset: dict[int, tuple[int, bytes, bytes]] = {}  # -> (epoch, prefix, data)
+        self._crashing = False
+
+    def _add(self, data: bytes, epoch: int, first: int, last: int) -> None:
+        super()._add(data, epoch, first, last)
+        previous = self.prefix[-1] if self.prefix else b""
+        digest = hashlib.blake2b(previous + data, digest_size=16).digest()
+        self.prefix.append(digest)
+        self.by_last_offset[last] = (epoch, digest, data)
+        self.checker.on_batch(self.node_id, last, epoch, digest)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.end_offset:
+            return
+        if not self._crashing and offset < self.high_watermark:
+            raise InvariantViolation(f"node {self.node_id} truncates to {offset}, below its "
+                                     f"high watermark {self.high_watermark}")
+        super().truncate_to(offset)
+        kept = len(self._batches)
+        for last in self._last_offsets_removed(kept):
+            self.by_last_offset.pop(last, None)
+        del self.prefix[kept:]
+
+    def _last_offsets_removed(self, kept: int) -> list[int]:
+        return [last for last in self.by_last_offset if last >= self.end_offset]
+
+    def crash(self) -> None:
+        self._crashing = True
+        try:
+            super().crash()
+        finally:
+            self._crashing = False
+
+
+class RecordingStore(MemoryQuorumStateStore):
+    """quorum-state in memory (it survives crashes), every write shown to the checker."""
+
+    def __init__(self, node_id: int, checker: Checker) -> None:
+        super().__init__()
+        self.node_id = node_id
+        self.checker = checker
+
+    def write(self, state: ElectionState) -> None:
+        self.checker.on_election_state(self.node_id, state)
+        super().write(state)
+
+
+# ------------------------------------------------------------------------------------------------
+# the checker
+
+
+@dataclass
+class CommittedEntry:
+    last_offset: int
+    epoch: int
+    prefix: bytes
+    data: bytes
+    tag: int  # the epoch of the node that first saw it committed (at least its commit epoch)
+
+
+class Checker:
+    def __init__(self) -> None:
+        self.leaders: dict[int, int] = {}  # epoch -> leader
+        self.votes: dict[tuple[int, int], int] = {}  # (node, epoch) -> candidate
+        self.batches: dict[tuple[int, int], bytes] = {}  # (last offset, epoch) -> prefix hash
+        self.committed: list[CommittedEntry] = []
+        self.committed_index: dict[int, int] = {}  # last offset -> index in committed
+        self.failure: str | None = None
+
+    def fail(self, what: str) -> None:
+        if self.failure is None:
+            self.failure = what
+        raise InvariantViolation(what)
+
+    def on_election_state(self, node_id: int, state: ElectionState) -> None:
+        if state.leader_id is not None:
+            known = self.leaders.setdefault(state.epoch, state.leader_id)
+            if known != state.leader_id:
+                self.fail(f"election safety: epoch {state.epoch} has leaders {known} and "
+                          f"{state.leader_id} (written by node {node_id})")
+        if state.voted_id is not None:
+            known = self.votes.setdefault((node_id, state.epoch), state.voted_id)
+            if known != state.voted_id:
+                self.fail(f"node {node_id} voted for {known} and {state.voted_id} in epoch "
+                          f"{state.epoch}")
+
+    def on_batch(self, node_id: int, last_offset: int, epoch: int, prefix: bytes) -> None:
+        known = self.batches.setdefault((last_offset, epoch), prefix)
+        if known != prefix:
+            self.fail(f"log matching: node {node_id} has a batch ending at {last_offset} in "
+                      f"epoch {epoch} whose log prefix differs from another node's")
+
+    @property
+    def committed_end(self) -> int:
+        return self.committed[-1].last_offset + 1 if self.committed else 0
+
+    def check_committed_prefix(self, node_id: int, log: SimLog, epoch: int) -> None:
+        """The node's log below its high watermark is a prefix of the committed log, which it
+        extends if it is longer."""
+        hw = log.high_watermark
+        if hw == 0:
+            return
+        entry = log.by_last_offset.get(hw - 1)
+        if entry is None:
+            self.fail(f"node {node_id}: high watermark {hw} is not at a batch boundary")
+        if hw <= self.committed_end:
+            index = self.committed_index.get(hw - 1)
+            if index is None or self.committed[index].prefix != entry[1]:
+                self.fail(f"node {node_id}: committed prefix up to {hw} differs from the "
+                          f"committed log")
+            return
+        if self.committed:
+            top = self.committed[-1]
+            mine = log.by_last_offset.get(top.last_offset)
+            if mine is None or mine[1] != top.prefix:
+                self.fail(f"node {node_id}: commits up to {hw} without the committed log up "
+                          f"to {self.committed_end}")
+        # Extend the committed log with the node's batches in [committed_end, hw).
+        offsets = sorted(o for o in log.by_last_offset if self.committed_end <= o < hw)
+        for last in offsets:
+            batch_epoch, prefix, data = log.by_last_offset[last]
+            self.committed_index[last] = len(self.committed)
+            self.committed.append(CommittedEntry(last, batch_epoch, prefix, data, epoch))
+
+    def check_leader_completeness(self, node_id: int, log: SimLog, epoch: int) -> None:
+        for entry in reversed(self.committed):
+            if entry.tag < epoch:
+                mine = log.by_last_offset.get(entry.last_offset)
+                if mine is None or mine[1] != entry.prefix:
+                    self.fail(f"leader completeness: leader {node_id} of epoch {epoch} lacks "
+                              f"the entry ending at {entry.last_offset} committed in epoch "
+                              f"{entry.tag}")
+                return
+
+
+# ------------------------------------------------------------------------------------------------
+# nodes and network
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    log: SimLog
+    store: RecordingStore
+    flush_in_poll: bool
+    client: RaftClient | None = None
+    incarnation: int = 0
+    last_hw: int = 0
+    next_publish: int = 0
+
+    @property
+    def up(self) -> bool:
+        return self.client is not None
+
+
+@dataclass(order=True)
+class Envelope:
+    deliver_at: int
+    seq: int
+    src: int = field(compare=False)
+    dst: int = field(compare=False)
+    is_request: bool = field(compare=False)
+    cls: type = field(compare=False)
+    payload: bytes = field(compare=False)
+    correlation_id: int = field(compare=False)
+    src_incarnation: int = field(compare=False)
+    dst_incarnation: int = field(compare=False)  # responses: the requester's incarnation
+
+
+@dataclass
+class SimStats:
+    delivered: int = 0
+    dropped: int = 0
+    crashes: int = 0
+    partitions: int = 0
+    appended: int = 0
+    acked: int = 0
+    max_epoch: int = 0
+
+
+class Simulation:
+    def __init__(self, seed: int, voters: int = 3, observers: int = 1, steps: int = 10_000,
+                 config: RaftConfig | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.steps = steps
+        self.config = config or RaftConfig()
+        self.checker = Checker()
+        self.voter_ids = list(range(1, voters + 1))
+        self.node_ids = self.voter_ids + [100 + i for i in range(observers)]
+        self.now = 0
+        self.nodes: dict[int, SimNode] = {}
+        for node_id in self.node_ids:
+            self.nodes[node_id] = SimNode(node_id, SimLog(node_id, self.checker),
+                                          RecordingStore(node_id, self.checker),
+                                          flush_in_poll=self.rng.random() < 0.5)
+            self._start(self.nodes[node_id])
+        self.in_flight: list[Envelope] = []
+        self._seq = 0
+        self.partition: dict[int, int] = {}  # node -> side; absent: fully connected
+        self.calm = False
+        self.calm_since: int | None = None
+        self.first_ack_after_calm: int | None = None
+        self.appends: dict[bytes, tuple[int, int, int]] = {}  # value -> (node, offset, epoch)
+        self.acked: dict[bytes, int] = {}  # value -> offset
+        self._next_value = 0
+        self.stats = SimStats()
+
+    # -- nodes
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        node.last_hw = 0
+        node.next_publish = 0
+        node.client = RaftClient(node.node_id, self.voter_ids, node.log, node.store,
+                                 cluster_id=CLUSTER_ID, now_ms=self.now, config=self.config,
+                                 rng=random.Random(self.rng.random()),
+                                 flush_in_poll=node.flush_in_poll)
+
+    def _crash(self, node: SimNode) -> None:
+        node.client = None
+        node.log.crash()
+        self.stats.crashes += 1
+
+    # -- network
+    def _connected(self, a: int, b: int) -> bool:
+        return self.partition.get(a, 0) == self.partition.get(b, 0)
+
+    def _send(self, src: int, dst: int, message: Any, is_request: bool, correlation_id: int,
+              dst_incarnation: int = 0) -> None:
+        cls = type(message)
+        payload = message.encode(API_VERSIONS[cls])
+        copies = 1
+        if not self.calm:
+            if self.rng.random() < 0.05:
+                self.stats.dropped += 1
+                return
+            if self.rng.random() < 0.01:
+                copies = 2
+        for _ in range(copies):
+            if not self.calm and self.rng.random() < 0.05:
+                delay = self.rng.randint(20, 1500)  # a straggler: reordering and staleness
+            else:
+                delay = self.rng.randint(1, 8)
+            self._seq += 1
+            self.in_flight.append(Envelope(
+                self.now + delay, self._seq, src, dst, is_request, cls, payload, correlation_id,
+                self.nodes[src].incarnation, dst_incarnation))
+
+    def _route(self, node: SimNode, outbound: list[OutboundRequest | OutboundReply]) -> None:
+        for item in outbound:
+            if isinstance(item, OutboundRequest):
+                self._send(node.node_id, item.destination, item.request, True,
+                           item.correlation_id)
+            else:
+                requester, requester_incarnation, correlation_id = item.request_id
+                self._send(node.node_id, requester, item.response, False, correlation_id,
+                           requester_incarnation)
+
+    def _deliver(self, envelope: Envelope) -> None:
+        node = self.nodes[envelope.dst]
+        if not node.up or not self._connected(envelope.src, envelope.dst):
+            self.stats.dropped += 1
+            if envelope.is_request and self.rng.random() < 0.5:
+                # The sender sees the connection fail (refused, reset).
+                sender = self.nodes[envelope.src]
+                if sender.up and sender.incarnation == envelope.src_incarnation:
+                    sender.client.handle_send_failure(envelope.dst, envelope.correlation_id,
+                                                      self.now)
+            return
+        message = envelope.cls.decode(envelope.payload, API_VERSIONS[envelope.cls])
+        self.stats.delivered += 1
+        client = node.client
+        if envelope.is_request:
+            request_id = (envelope.src, envelope.src_incarnation, envelope.correlation_id)
+            response = client.handle_request(envelope.src, message, self.now, request_id)
+            if response is not None:
+                self._send(node.node_id, envelope.src, response, False, envelope.correlation_id,
+                           envelope.src_incarnation)
+        elif node.incarnation == envelope.dst_incarnation:
+            client.handle_response(envelope.src, message, self.now, envelope.correlation_id)
+
+    # -- the run
+    def run(self) -> SimStats:
+        calm_at = int(self.steps * 0.75)
+        for step in range(self.steps):
+            if step == calm_at:
+                self._heal_everything()
+            try:
+                self._step()
+                self._check()
+            except InvariantViolation as exc:
+                raise InvariantViolation(f"step {step}, t={self.now} ms: {exc}") from exc
+        self._final_checks()
+        return self.stats
+
+    def _heal_everything(self) -> None:
+        self.calm = True
+        self.calm_since = self.now
+        self.partition = {}
+        for node in self.nodes.values():
+            if not node.up:
+                self._start(node)
+
+    def _step(self) -> None:
+        rng = self.rng
+        self.now += rng.randint(1, 15)
+        due = [e for e in self.in_flight if e.deliver_at <= self.now]
+        if due:
+            self.in_flight = [e for e in self.in_flight if e.deliver_at > self.now]
+            rng.shuffle(due)  # same-time deliveries in any order
+            for envelope in due:
+                self._deliver(envelope)
+        if not self.calm:
+            self._faults()
+        for node in self.nodes.values():
+            if node.up and not node.flush_in_poll and rng.random() < 0.4:
+                node.log.flush()
+        if rng.random() < 0.3:
+            self._append()
+        order = list(self.nodes.values())
+        rng.shuffle(order)
+        for node in order:
+            if node.up:
+                self._route(node, node.client.poll(self.now))
+
+    def _faults(self) -> None:
+        rng = self.rng
+        for node in self.nodes.values():
+            if node.up and rng.random() < 0.0015:
+                self._crash(node)
+            elif not node.up and rng.random() < 0.01:
+                self._start(node)
+        if rng.random() < 0.002:
+            self.stats.partitions += 1
+            self.partition = {n: rng.randint(0, 1) for n in self.node_ids}
+        elif self.partition and rng.random() < 0.004:
+            self.partition = {}
+        if rng.random() < 0.0005:
+            for node in self.nodes.values():
+                if node.up and node.client.is_leader:
+                    node.client.resign(self.now)
+
+    def _append(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.up and n.client.is_leader]
+        if not leaders:
+            return
+        node = self.rng.choice(leaders)
+        values = []
+        for _ in range(self.rng.randint(1, 3)):
+            self._next_value += 1
+            values.append(b"v%d" % self._next_value)
+        offset = node.client.append(values, self.now)
+        for value in values:
+            self.appends[value] = (node.node_id, offset, node.client.epoch)
+        self.stats.appended += len(values)
+
+    def _check(self) -> None:
+        checker = self.checker
+        for node in self.nodes.values():
+            if not node.up:
+                continue
+            client = node.client
+            log = node.log
+            self.stats.max_epoch = max(self.stats.max_epoch, client.epoch)
+            hw = log.high_watermark
+            if hw < node.last_hw:
+                checker.fail(f"node {node.node_id}: high watermark went back from "
+                             f"{node.last_hw} to {hw}")
+            checker.check_committed_prefix(node.node_id, log, client.epoch)
+            node.last_hw = hw
+            if client.is_leader:
+                checker.check_leader_completeness(node.node_id, log, client.epoch)
+                self._acknowledge(node)
+            for batch in client.take_committed():
+                if batch.base_offset != node.next_publish:
+                    checker.fail(f"node {node.node_id}: committed batch at {batch.base_offset}, "
+                                 f"expected {node.next_publish}")
+                index = checker.committed_index.get(batch.last_offset)
+                if index is None or checker.committed[index].data != batch.data:
+                    checker.fail(f"node {node.node_id}: handed out a batch ending at "
+                                 f"{batch.last_offset} that is not the committed one")
+                node.next_publish = batch.last_offset + 1
+
+    def _acknowledge(self, leader: SimNode) -> None:
+        """An append is acknowledged when its leader's high watermark passes it in its epoch
+        (what MetadataQuorum's appenders wait for)."""
+        hw = leader.log.high_watermark
+        epoch = leader.client.epoch
+        for value, (node_id, offset, append_epoch) in list(self.appends.items()):
+            appender = self.nodes[node_id].client
+            if appender is None or not appender.is_leader or appender.epoch != append_epoch:
+                del self.appends[value]  # its leader is gone: it is never acknowledged
+                continue
+            if node_id == leader.node_id and append_epoch == epoch and offset < hw:
+                del self.appends[value]
+                index = self.checker.committed_index.get(offset)
+                if index is None or self.checker.committed[index].epoch != epoch:
+                    self.checker.fail(f"acknowledged {value!r} at {offset} is not committed")
+                self.acked[value] = offset
+                self.stats.acked += 1
+                if self.calm and self.first_ack_after_calm is None:
+                    self.first_ack_after_calm = self.now
+
+    def _final_checks(self) -> None:
+        counts: dict[bytes, int] = {}
+        for entry in self.checker.committed:
+            for pos, header in iter_batches(entry.data):
+                if header.is_control:
+                    continue
+                for record in iter_records(entry.data, pos, header):
+                    counts[bytes(record.value)] = counts.get(bytes(record.value), 0) + 1
+        for value in self.acked:
+            if counts.get(value) != 1:
+                self.checker.fail(f"acknowledged {value!r} is committed {counts.get(value, 0)} "
+                                  f"times")
+        if self.calm_since is not None:
+            if (self.first_ack_after_calm is None
+                    or self.first_ack_after_calm - self.calm_since > LIVENESS_BOUND_MS):
+                self.checker.fail(f"liveness: nothing committed within {LIVENESS_BOUND_MS} ms "
+                                  f"of the network healing (at {self.calm_since} ms)")
+            leaders = [n.node_id for n in self.nodes.values() if n.up and n.client.is_leader]
+            if len(leaders) != 1:
+                self.checker.fail(f"liveness: {len(leaders)} leaders at the end of a calm phase")
