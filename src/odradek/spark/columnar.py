@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from odradek.protocol.errors import CorruptRecordError, DecodeError
-from odradek.protocol.primitives import read_uvarint
+from odradek.protocol.primitives import read_uvarint, write_varlong
 from odradek.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     HEADER_STRUCT,
@@ -483,12 +483,8 @@ _VARINT_TABLE_SIZE = 1 << 14
 
 
 def _zigzag_varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
     out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+    write_varlong(out, value)
     return bytes(out)
 
 
