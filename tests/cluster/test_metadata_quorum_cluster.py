@@ -7,6 +7,7 @@ The tests share one cluster and run in order (each reads the leader the cluster 
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -113,3 +114,21 @@ def test_killing_the_leader_elects_a_new_one_that_keeps_the_metadata(cluster):
                <= old_leader.topic_names(), SETTLE_S, message="the old leader caught up")
     print(f"old leader {old_leader_id} rejoined as follower and caught up "
           f"{elapsed_since(restarted_at):.2f}s after its restart")
+
+
+def test_a_leader_stopped_gracefully_resigns_and_the_others_elect_at_once(cluster):
+    """SIGTERM: the leader resigns with EndQuorumEpoch, so the others need not wait for the
+    fetch timeout to notice it is gone."""
+    old_leader_id, old_epoch = cluster.wait_for_leader(START_TIMEOUT_S)
+    old_leader = cluster.nodes[old_leader_id]
+    survivors = [node for node in cluster.nodes.values() if node.node_id != old_leader_id]
+    old_leader.proc.send_signal(signal.SIGTERM)
+    stopped_at = time.monotonic()
+    new_leader_id, new_epoch = cluster.wait_for_leader(
+        FETCH_TIMEOUT_S + ELECTION_TIMEOUT_S + 5, nodes=survivors, min_epoch=old_epoch + 1)
+    election_s = elapsed_since(stopped_at)
+    assert old_leader.proc.wait(20) == 0
+    print(f"\nleader {old_leader_id} (epoch {old_epoch}) stopped; {new_leader_id} leads epoch "
+          f"{new_epoch} {election_s:.2f}s after the SIGTERM")
+    assert new_leader_id != old_leader_id
+    assert election_s < FETCH_TIMEOUT_S  # the resignation, not the fetch timeout, moved them

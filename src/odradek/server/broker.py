@@ -363,8 +363,17 @@ def run(config: Any) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await broker.start()
-        await stop.wait()
+        # A node of a larger quorum waits in start() for a leader to be elected: SIGTERM must
+        # stop it there too.
+        starting = asyncio.ensure_future(broker.start())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # a failed start raises here
+            await stopping
+        else:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
         log.info("shutting down")
         await broker.stop()
         return 0
