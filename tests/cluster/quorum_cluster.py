@@ -126,10 +126,12 @@ class ClusterNode:
             return ""
 
     # -- what the node answers
-    def describe_quorum(self) -> QuorumView | None:
-        """DescribeQuorum on the controller listener; None if the node does not answer."""
+    def describe_quorum(self, on_broker_listener: bool = False) -> QuorumView | None:
+        """DescribeQuorum on the controller listener (or the broker listener); None if the
+        node does not answer."""
+        port = self.port if on_broker_listener else self.controller_port
         try:
-            response = send_request(self.controller_port, 55, DESCRIBE_QUORUM_VERSION,
+            response = send_request(port, 55, DESCRIBE_QUORUM_VERSION,
                                     raft_messages.describe_quorum_request(), timeout=2)
         except (OSError, ValueError, ConnectionError):
             return None

@@ -58,6 +58,10 @@ def test_three_voters_elect_exactly_one_leader(cluster):
     assert {(view.leader_id, view.leader_epoch) for view in views} == {(leader_id, epoch)}
     leader_view = next(view for view in views if view.is_leader)
     assert set(leader_view.voter_end_offsets) == {1, 2, 3}
+    # On a broker listener a voter answers DescribeQuorum itself (Kafka forwards it to the
+    # controller): the same leader and epoch.
+    on_brokers = [node.describe_quorum(on_broker_listener=True) for node in cluster.nodes.values()]
+    assert {(view.leader_id, view.leader_epoch) for view in on_brokers} == {(leader_id, epoch)}
 
 
 def test_a_topic_created_on_the_leader_reaches_the_followers_images(cluster):
