@@ -1,6 +1,10 @@
 """The metadata quorum's commit boundary: appends are visible (image, listeners, high watermark)
 only once committed, i.e. fsynced with a single voter; fsyncs run off the event loop and are
-shared by appends that wait together (group commit); a restart replays everything."""
+shared by appends that wait together (group commit); a restart replays everything.
+
+A lone voter that was loaded but not started starts on its first append: Raft makes it leader
+of a new epoch, whose LeaderChange control record takes the next offset (offset 0 of an empty
+log), so the first append's records come after it."""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import iter_batches
+from odradek.raft import RaftConfig
+from odradek.raft import messages as raft_messages
 from odradek.storage import Log
 from odradek.storage.config import LogConfig
 
@@ -82,19 +88,19 @@ def test_append_completes_only_after_the_flush_and_the_image_waits_for_the_commi
         for _ in range(20):  # let the loop run: nothing may become visible meanwhile
             await asyncio.sleep(0)
         assert not committed.done()
-        assert log.log_end_offset == 2  # appended at once...
+        assert log.log_end_offset == 3  # appended at once (after the LeaderChange)...
         assert quorum.image is before and "orders" not in quorum.image.topics_by_name
         assert seen == [] and quorum.committed_offset == -1 and quorum.high_watermark == 0
         assert log.recovery_point == 0  # ...but not on disk yet
         assert quorum.pending_batches == 1
 
         flush.release()
-        assert await asyncio.wait_for(committed, WAIT_S) == 1
+        assert await asyncio.wait_for(committed, WAIT_S) == 2
         assert "orders" in quorum.image.topics_by_name
-        assert quorum.image.offset == 1
-        assert [image.offset for image in seen] == [1] and seen[0] is quorum.image
-        assert quorum.committed_offset == 1 and quorum.high_watermark == 2
-        assert log.high_watermark == 2 and log.recovery_point == 2
+        assert quorum.image.offset == 2
+        assert [image.offset for image in seen] == [0, 2] and seen[-1] is quorum.image
+        assert quorum.committed_offset == 2 and quorum.high_watermark == 3
+        assert log.high_watermark == 3 and log.recovery_point == 3
         assert quorum.pending_batches == 0
         await quorum.close()
 
@@ -123,12 +129,13 @@ def test_appends_commit_in_call_order_and_share_a_flush(tmp_path):
         second = asyncio.ensure_future(commit("b"))
         third = asyncio.ensure_future(commit("c"))
         await asyncio.sleep(0)
-        assert log.log_end_offset == 6
+        assert log.log_end_offset == 7
         flush.release()
-        assert await asyncio.wait_for(asyncio.gather(first, second, third), WAIT_S) == [1, 3, 5]
+        assert await asyncio.wait_for(asyncio.gather(first, second, third), WAIT_S) == [2, 4, 6]
         assert completed == ["a", "b", "c"]
-        assert flush.calls == [2, 6]  # group commit: b and c shared one fsync
-        assert published == [(1, frozenset("a")), (3, frozenset("ab")), (5, frozenset("abc"))]
+        assert flush.calls == [3, 7]  # group commit: b and c shared one fsync
+        assert published == [(0, frozenset()), (2, frozenset("a")), (4, frozenset("ab")),
+                             (6, frozenset("abc"))]
         await quorum.close()
 
     run(scenario)
@@ -147,9 +154,9 @@ def test_default_flush_fsyncs_off_the_event_loop(tmp_path):
         log.flush = recording_flush  # type: ignore[method-assign]
         quorum = MetadataQuorum(log, node_id=1)
         quorum.load()
-        assert await asyncio.wait_for(quorum.append(topic_records("t")), WAIT_S) == 1
+        assert await asyncio.wait_for(quorum.append(topic_records("t")), WAIT_S) == 2
         assert flush_threads and threading.get_ident() not in flush_threads
-        assert log.recovery_point == 2
+        assert log.recovery_point == 3
         await quorum.close()
 
     run(scenario)
@@ -206,7 +213,7 @@ def test_close_lets_pending_commits_finish_then_refuses_appends(tmp_path):
         assert refused.value.code == ErrorCode.NOT_CONTROLLER
         flush.release()
         await asyncio.wait_for(closing, WAIT_S)
-        assert committed.result() == 1 and "t" in quorum.image.topics_by_name
+        assert committed.result() == 2 and "t" in quorum.image.topics_by_name
         with pytest.raises(KafkaError):  # the log is closed
             log.append_as_leader(b"", leader_epoch=0)
 
@@ -243,8 +250,8 @@ def test_a_failing_listener_does_not_hold_back_the_commit(tmp_path):
             raise RuntimeError("listener bug")
 
         quorum.listeners += [broken, lambda image: later.append(image.offset)]
-        assert await asyncio.wait_for(quorum.append(topic_records("t")), WAIT_S) == 1
-        assert later == [1] and "t" in quorum.image.topics_by_name
+        assert await asyncio.wait_for(quorum.append(topic_records("t")), WAIT_S) == 2
+        assert later == [0, 2] and "t" in quorum.image.topics_by_name
         await quorum.close()
 
     run(scenario)
@@ -263,7 +270,7 @@ def test_an_empty_append_waits_for_what_was_appended_before(tmp_path):
         await asyncio.sleep(0)
         assert not barrier.done()
         flush.release()
-        assert await asyncio.wait_for(barrier, WAIT_S) == 1 and committed.done()
+        assert await asyncio.wait_for(barrier, WAIT_S) == 2 and committed.done()
         await quorum.close()
 
     run(scenario)
@@ -286,33 +293,72 @@ def test_batches_carry_the_injected_clock_time(tmp_path):
     run(scenario)
 
 
-class ReplicatedQuorum(MetadataQuorum):
-    """What a multi-voter leader looks like from here: a local fsync alone commits nothing;
-    a replication layer calls `_advance_commit` when a majority has the records."""
+async def three_voter_leader(log: Log) -> MetadataQuorum:
+    """Node 1 of voters {1, 2, 3}, elected by voters that grant every vote and acknowledge
+    the epoch but never fetch: it leads, and nothing it appends commits by itself."""
 
-    def _on_local_flush(self, end_offset: int) -> None:
-        self._flushed_end = max(self._flushed_end, end_offset)
+    async def send(destination: int, request: m.Message) -> m.Message:
+        if isinstance(request, m.VoteRequest):
+            epoch = request.topics[0].partitions[0].candidate_epoch
+            return raft_messages.vote_response(ErrorCode.NONE, None, epoch, True)
+        if isinstance(request, m.BeginQuorumEpochRequest):
+            epoch = request.topics[0].partitions[0].leader_epoch
+            return raft_messages.begin_epoch_response(ErrorCode.NONE, 1, epoch)
+        if isinstance(request, m.EndQuorumEpochRequest):
+            epoch = request.topics[0].partitions[0].leader_epoch
+            return raft_messages.end_epoch_response(ErrorCode.NONE, 1, epoch)
+        raise ConnectionError("not reachable")
+
+    quorum = MetadataQuorum(log, node_id=1, voters=[1, 2, 3], send=send,
+                            raft_config=RaftConfig(election_timeout_ms=10))
+    quorum.load()
+    quorum.start()
+    await until(lambda: quorum.is_active)
+    return quorum
 
 
 def test_the_commit_index_alone_decides_what_is_visible(tmp_path):
+    """With three voters the leader's own fsync commits nothing: the commit index is the offset
+    a majority has, here the leader's and follower 2's fetch position."""
     async def scenario() -> None:
         log = open_log(tmp_path)
-        quorum = ReplicatedQuorum(log, node_id=1)
-        quorum.load()
+        quorum = await three_voter_leader(log)
+        epoch = quorum.epoch
         offsets: list[int] = []
         quorum.listeners.append(lambda image: offsets.append(image.offset))
         first, second = quorum.append(topic_records("a")), quorum.append(topic_records("b"))
-        await until(lambda: log.recovery_point == 4)  # on our disk, not yet on a majority's
+        await until(lambda: log.recovery_point == 5)  # on our disk, not yet on a majority's
+        await asyncio.sleep(0.05)
         assert not first.done() and quorum.image.topics_by_name == {}
 
-        quorum._advance_commit(1)  # a majority has the first batch
-        assert first.done() and not second.done()
-        assert set(quorum.image.topics_by_name) == {"a"} and quorum.high_watermark == 2
-        quorum._advance_commit(0)  # the commit index never goes back
-        assert quorum.committed_offset == 1
-        quorum._advance_commit(3)
-        assert await second == 3 and offsets == [1, 3]
+        async def follower_fetch(offset: int) -> None:
+            response = await quorum.handle_request(2, raft_messages.fetch_request(
+                "", 2, epoch, offset, epoch, 0, 1 << 20))
+            assert response.responses[0].partitions[0].error_code == 0
+
+        await follower_fetch(3)  # a majority has the LeaderChange and the first batch
+        await asyncio.wait_for(first, WAIT_S)
+        assert not second.done()
+        assert set(quorum.image.topics_by_name) == {"a"} and quorum.high_watermark == 3
+        await follower_fetch(1)  # the commit index never goes back
+        await asyncio.sleep(0.01)
+        assert quorum.committed_offset == 2
+        await follower_fetch(5)
+        assert await asyncio.wait_for(second, WAIT_S) == 4 and offsets == [0, 2, 4]
         assert set(quorum.image.topics_by_name) == {"a", "b"}
+        await quorum.close()
+
+    run(scenario)
+
+
+def test_a_voter_that_is_not_the_leader_refuses_appends(tmp_path):
+    async def scenario() -> None:
+        quorum = MetadataQuorum(open_log(tmp_path), node_id=1, voters=[1, 2, 3])
+        quorum.load()
+        quorum.start()
+        with pytest.raises(KafkaError) as refused:
+            quorum.append(topic_records("t"))
+        assert refused.value.code == ErrorCode.NOT_CONTROLLER
         await quorum.close()
 
     run(scenario)

@@ -27,7 +27,13 @@ from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.metadata.cache import MetadataCache
 from odradek.protocol import framing
 from odradek.protocol import messages as m
-from odradek.server.apis import BROKER_LISTENER, CONTROLLER_LISTENER, ApiTable, handler_table
+from odradek.server.apis import (
+    BROKER_LISTENER,
+    CONTROLLER_LISTENER,
+    ApiTable,
+    controller_handler_table,
+    handler_table,
+)
 from odradek.server.broker import METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
 from odradek.server.config import KafkaConfig
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
@@ -38,6 +44,7 @@ from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis
 from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
+from odradek.server.handlers.raft import RaftApis
 from odradek.server.network import RequestContext
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
@@ -189,13 +196,17 @@ class HandlerNode:
         self.group_apis = GroupApis(self.group_coordinator, cache,
                                     OffsetsTopicCreator(config, cache, controller.create_topics))
         self.producer_id_apis = ProducerIdApis(self.producer_ids)
+        self.raft_apis = RaftApis(self.quorum)
+        self.apis.bind(controller_handler_table(metadata=self.metadata_apis, raft=self.raft_apis),
+                       CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,
             produce=ProduceApis(self.replica_manager),
             fetch=FetchApis(self.replica_manager, FetchSessionCache(
                 int(config.get("max.incremental.fetch.session.cache.slots"))),
                 int(config.get("fetch.max.bytes"))),
-            groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis))
+            groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
+            raft=self.raft_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

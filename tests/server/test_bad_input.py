@@ -197,7 +197,9 @@ def _controller(broker) -> socket.socket:
 
 def test_controller_listener_serves_only_controller_apis(odradek_broker):
     with _controller(odradek_broker) as s:
-        assert sorted(_advertised(s)) == [17, 18, 36, 60]
+        # The quorum's APIs (Raft's Fetch, Vote, Begin/EndQuorumEpoch, DescribeQuorum) and the
+        # connection-level ones.
+        assert sorted(_advertised(s)) == [1, 17, 18, 36, 52, 53, 54, 55, 60]
         _corr, cluster = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=2))
         assert cluster.error_code == 0 and cluster.endpoint_type == 2
         assert [(b.broker_id, b.host, b.port) for b in cluster.brokers] == [

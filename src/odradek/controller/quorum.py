@@ -1,89 +1,144 @@
-"""A single-voter KRaft quorum: the `__cluster_metadata` log and the image replayed from it.
+"""The KRaft metadata quorum of this node: the `__cluster_metadata` log, driven by Raft
+(`odradek.raft.RaftClient`), and the image replayed from its committed records.
 
-In combined mode with one voter, this node is the quorum leader. `append(records)` writes the
-records as one record batch at once (so offsets follow call order; each record value framed as
-KRaft does: frame version, record type, record version, struct) and returns a future that
-completes with the batch's last offset once the batch is COMMITTED. Nothing is visible before
-that: the image advances, and listeners are called, only as the commit index (the metadata log's
-high watermark) passes a batch, batch by batch in offset order, like Kafka's RaftClient and
-MetadataLoader.
+`MetadataQuorum` is the asyncio driver of the sans-I/O `RaftClient`: it feeds it inputs (appends,
+inbound requests, responses, send failures), calls `poll` after every input and at the client's
+next deadline (timers on the injected clock, never a sleep), sends what `poll` returns, and
+flushes the log on a worker thread (`flush_in_poll=False`: the event loop never fsyncs; appends
+made while a flush runs share the next one, a group commit). The `quorum-state` file is in the
+metadata log's directory (`__cluster_metadata-0/quorum-state`), as in Kafka.
 
-Commit path. A background flusher fsyncs the log off the event loop; appends made while a flush
-runs wait for the next one, which covers all of them (group commit). A flush records how far
-this voter's log is on disk (`_on_local_flush`), and the commit index is the end offset a
-majority of voters has: with one voter that is our own, so `_advance_commit` follows our fsyncs.
-Multi-voter Raft keeps `append` and everything after `_advance_commit`, and replaces the
-majority computation: it records each follower's fetched end offset and calls `_advance_commit`
-with the offset a majority has reached (a follower calls it with the leader's high watermark and
-replays from its log instead of from `_pending`).
+Commit path, the same on every node, leader or follower: the client's high watermark (the
+offset a majority of voters has flushed) passes a batch, `take_committed` hands it out, its
+records are decoded and replayed into the next immutable `MetadataImage`, listeners see it, then
+the appenders' futures complete (`CommitWaiters`). Nothing is visible before it is committed;
+control batches (LeaderChange) move the image's offset and epoch only.
 
-At start the whole log is replayed (`load`) and counts as committed; every start begins a new
-leader epoch marked by a LeaderChange control record (`become_leader`), like Raft's election.
+Appends (`append(records)`: one batch, a future of its last offset once committed) are taken
+only by the active controller: the quorum leader whose image has everything of earlier epochs
+(Kafka's QuorumController claims leadership only once caught up); anyone else gets
+NOT_CONTROLLER. A leader that loses its epoch fails its pending appends with NOT_CONTROLLER
+(their records may still commit under the next leader; the image will show them then).
+
+One voter: the node leads at once, and `load()` replays the whole log as committed (what is on
+this voter's disk is what the quorum has), so start-up is what it was before Raft: replay, then a
+new epoch marked by a LeaderChange record. Several voters: `load()` replays nothing (this node's
+log tail may be uncommitted); the image follows the high watermark the leader reports.
+Outbound requests go through `send(destination, request) -> awaitable response` (the network
+side, in `odradek.server.raft_channel`); inbound ones come in through `handle_request`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.commit import CommitWaiters
+from odradek.commit import CommitWaiters, wait_for_commits
 from odradek.metadata.image import EMPTY_IMAGE, MetadataDelta, MetadataImage
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import (
-    ControlRecordType,
-    RecordBatchBuilder,
-    build_control_record_batch,
-    iter_batches,
-    iter_records,
+from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from odradek.protocol.records import iter_batches, iter_records
+from odradek.raft import (
+    CommittedBatch,
+    FileQuorumStateStore,
+    OutboundReply,
+    OutboundRequest,
+    QuorumStateStore,
+    RaftClient,
+    RaftConfig,
+    StorageRaftLog,
 )
+from odradek.raft import messages as raft_messages
+from odradek.raft.config import METADATA_TOPIC
+from odradek.raft.quorum_state import QUORUM_STATE_FILE
 from odradek.storage.log import Log
-from odradek.storage.validator import AppendOrigin
 
 log = logging.getLogger("odradek.quorum")
 
-METADATA_TOPIC = "__cluster_metadata"
+__all__ = ["METADATA_TOPIC", "MetadataQuorum", "RaftSend"]
+
 READ_CHUNK = 8 * 1024 * 1024
 
 # Makes the log durable up to (excluding) an end offset; awaited by the flusher.
 FlushFunction = Callable[[int], Awaitable[None]]
 MetadataListener = Callable[[MetadataImage], None]
-
-
-@dataclass
-class _PendingBatch:
-    """An appended batch waiting for the commit index to pass it."""
-
-    last_offset: int
-    epoch: int
-    records: list[Any]  # decoded, replayed at commit; empty for a control batch
+# Sends a Raft request to a voter and returns its answer; raises if it cannot be delivered.
+RaftSend = Callable[[int, m.Message], Awaitable[m.Message]]
+# Told (is_active_controller) whenever this node becomes or stops being the active controller.
+ActivationListener = Callable[[bool], None]
 
 
 class MetadataQuorum:
-    def __init__(self, metadata_log: Log, node_id: int, *, clock: Clock = SYSTEM_CLOCK,
-                 flush: FlushFunction | None = None) -> None:
+    def __init__(self, metadata_log: Log, node_id: int, *, voters: Iterable[int] | None = None,
+                 cluster_id: str = "", clock: Clock = SYSTEM_CLOCK,
+                 flush: FlushFunction | None = None, raft_config: RaftConfig | None = None,
+                 send: RaftSend | None = None,
+                 state_store: QuorumStateStore | None = None) -> None:
         self.log = metadata_log
         self.node_id = node_id
+        self.voters: frozenset[int] = frozenset(voters) if voters is not None else frozenset(
+            {node_id})
+        self.cluster_id = cluster_id
         self.clock = clock
+        self.raft_config = raft_config or RaftConfig()
         self.image: MetadataImage = EMPTY_IMAGE  # as of the commit index, never ahead of it
-        self.epoch = 0
         self.listeners: list[MetadataListener] = []
+        self.activation_listeners: list[ActivationListener] = []
         self._flush: FlushFunction = flush if flush is not None else self._flush_log
-        self._pending: deque[_PendingBatch] = deque()  # appended, not committed; offset order
-        # The commit index is the metadata log's high watermark (as in KRaft); the waiters
-        # follow it.
+        self._send = send
+        self._store = state_store or FileQuorumStateStore(
+            os.path.join(metadata_log.dir, QUORUM_STATE_FILE))
+        self._client: RaftClient | None = None
+        self._loaded_epoch = 0  # the last epoch in the log at load, before Raft runs
+        self._appended: deque[int] = deque()  # last offsets appended here, not yet committed
         self._commits = CommitWaiters()  # the appenders' futures (the one commit mechanism)
-        self._flushed_end = 0  # this voter's log is on disk below this offset
+        self._parked: dict[int, asyncio.Future[m.Message]] = {}  # long-poll Fetches
+        self._next_request_id = 0
+        self._sends: set[asyncio.Task[None]] = set()
+        self._wakeup = asyncio.Event()
+        self._driver: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._closed = False
+        self._active = False
+        self._caught_up = asyncio.Event()
 
     # -- state
+    @property
+    def is_single_voter(self) -> bool:
+        return self.voters == {self.node_id}
+
+    @property
+    def epoch(self) -> int:
+        return self._client.epoch if self._client is not None else self._loaded_epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._client.leader_id if self._client is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self._client is not None and self._client.is_leader
+
+    @property
+    def is_active(self) -> bool:
+        """The active controller: the leader, with everything of earlier epochs in its image
+        (so records computed from the image are computed from the whole committed state)."""
+        client = self._client
+        if client is None or not client.is_leader:
+            return False
+        start = client.epoch_start_offset
+        return start is not None and self.image.offset >= start - 1
+
+    @property
+    def raft(self) -> RaftClient | None:
+        return self._client
+
     @property
     def committed_offset(self) -> int:
         """The last committed offset of the metadata log (-1: nothing committed)."""
@@ -97,11 +152,15 @@ class MetadataQuorum:
     @property
     def pending_batches(self) -> int:
         """Batches appended but not yet committed."""
-        return len(self._pending)
+        return len(self._appended)
 
     # -- start
     def load(self) -> MetadataImage:
-        """Replay the whole metadata log into an image; all of it counts as committed."""
+        """With one voter, replay the whole metadata log into an image: all of it counts as
+        committed. With several, nothing is known committed before the leader says so."""
+        self._loaded_epoch = self.log.latest_epoch or 0
+        if not self.is_single_voter:
+            return self.image
         delta = MetadataDelta(EMPTY_IMAGE)
         count = 0
         offset = self.log.log_start_offset
@@ -114,7 +173,7 @@ class MetadataQuorum:
             for pos, header in iter_batches(buf):
                 if header.last_offset < offset:
                     continue
-                self.epoch = max(self.epoch, header.partition_leader_epoch)
+                self._loaded_epoch = max(self._loaded_epoch, header.partition_leader_epoch)
                 if not header.is_control:
                     for record in iter_records(buf, pos, header):
                         if record.offset < offset:
@@ -129,42 +188,71 @@ class MetadataQuorum:
         # What survived log recovery is what the quorum has: all of it counts as committed.
         # A tail a crash left only in the page cache is synced by the next flush (the
         # LeaderChange's), which starts at the recovery point.
-        self._flushed_end = self.log.recovery_point
         self.log.update_high_watermark(self.log.log_end_offset)
         self._commits.reset(self.log.log_end_offset)
         log.info("replayed %d metadata records up to offset %d (epoch %d)", count,
-                 self.image.offset, self.epoch)
+                 self.image.offset, self._loaded_epoch)
         return self.image
 
+    def start(self) -> None:
+        """Start Raft (a lone voter leads at once, writing its epoch's LeaderChange) and the
+        driver task. Needs a running event loop."""
+        if self._client is not None:
+            return
+        if self._closed:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down")
+        self._client = RaftClient(
+            self.node_id, sorted(self.voters), StorageRaftLog(self.log), self._store,
+            cluster_id=self.cluster_id, now_ms=self.clock.time_ms(), config=self.raft_config,
+            flush_in_poll=False)
+        log.info("metadata quorum started: %r, voters %s", self._client, sorted(self.voters))
+        self._driver = asyncio.get_running_loop().create_task(self._drive())
+
     def become_leader(self) -> asyncio.Future[int]:
-        """Start a new epoch, marked in the log by a LeaderChange control record; the future
-        completes once that record is committed."""
-        self.epoch += 1
-        message = m.LeaderChangeMessage(
-            version=0, leader_id=self.node_id,
-            voters=[m.LeaderChangeMessage.Voter(voter_id=self.node_id)],
-            granting_voters=[m.LeaderChangeMessage.Voter(voter_id=self.node_id)],
-        )
-        batch = build_control_record_batch(ControlRecordType.LEADER_CHANGE, message.encode(0),
-                                           self.clock.time_ms(), partition_leader_epoch=self.epoch)
-        return self._append_batch(batch, [])
+        """One voter: start, leading a new epoch marked by a LeaderChange control record; the
+        future completes with that record's offset once it is committed."""
+        if not self.is_single_voter:
+            raise RuntimeError("only a lone voter becomes leader by itself; use start()")
+        self.start()
+        start = self._client.epoch_start_offset  # type: ignore[union-attr]
+        assert start is not None
+        self._appended.append(start)
+        return self._commits.wait(start)
+
+    async def wait_until_caught_up(self) -> None:
+        """Until a leader is known and this node's image has every record of the epochs before
+        the leader's (its LeaderChange record is committed and replayed here)."""
+        await self._caught_up.wait()
 
     # -- append
     def append(self, records: Iterable[Any]) -> asyncio.Future[int]:
         """Append records as one batch now; the future completes with the batch's last offset
         once it is committed, after the image includes the records and listeners have seen it.
 
-        Raises KafkaError at once if the quorum is closed or its log failed. An empty append
-        completes once everything appended before it is committed."""
+        Raises KafkaError at once if this node is not the active controller, the quorum is
+        closed or its log failed. An empty append completes once everything appended before
+        it is committed."""
         records = list(records)
         self._check_writable()
         if not records:
             return self._barrier()
-        now = self.clock.time_ms()
-        builder = RecordBatchBuilder(partition_leader_epoch=self.epoch)
-        for record in records:
-            builder.append(now, None, m.encode_metadata_record(record, type(record).MAX_VERSION))
-        return self._append_batch(builder.build(), records)
+        if self._client is None and self.is_single_voter:
+            self.start()  # a lone voter loaded but not started yet: it leads at once
+        client = self._client
+        if client is None or not self.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"node {self.node_id} is not the active controller (leader: "
+                             f"{self.leader_id})")
+        values = [m.encode_metadata_record(record, type(record).MAX_VERSION)
+                  for record in records]
+        try:
+            last_offset = client.append(values, self.clock.time_ms())
+        except KafkaError as exc:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
+        self._appended.append(last_offset)
+        committed = self._commits.wait(last_offset)
+        self._wake()
+        return committed
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -173,38 +261,142 @@ class MetadataQuorum:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"the metadata log failed: {self._failure}")
 
-    def _append_batch(self, batch: bytes, records: list[Any]) -> asyncio.Future[int]:
-        self._check_writable()
-        info = self.log.append_as_leader(batch, leader_epoch=self.epoch,
-                                         now_ms=self.clock.time_ms(),
-                                         origin=AppendOrigin.COORDINATOR)
-        self._pending.append(_PendingBatch(info.last_offset, self.epoch, records))
-        committed = self._commits.wait(info.last_offset)
-        self._schedule_flush()
-        return committed
-
     def _barrier(self) -> asyncio.Future[int]:
-        if self._pending:
-            return self._commits.wait(self._pending[-1].last_offset)
+        if self._appended:
+            return self._commits.wait(self._appended[-1])
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         waiter.set_result(self.committed_offset)
         return waiter
 
+    # -- inbound Raft requests (from the controller listener)
+    async def handle_request(self, sender_id: int, request: m.Message) -> m.Message:
+        """The answer to a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+        DescribeQuorum); a Fetch with nothing to return waits (long poll) for data, a high
+        watermark move or its max wait."""
+        client = self._client
+        if client is None or self._closed:
+            return _not_available(request)
+        self._next_request_id += 1
+        request_id = self._next_request_id
+        response = client.handle_request(sender_id, request, self.clock.time_ms(), request_id)
+        self._wake()
+        if response is not None:
+            return response
+        parked: asyncio.Future[m.Message] = asyncio.get_running_loop().create_future()
+        self._parked[request_id] = parked
+        try:
+            return await parked
+        finally:
+            self._parked.pop(request_id, None)
+
+    def describe_quorum(self) -> m.DescribeQuorumResponse:
+        client = self._client
+        if client is None:
+            return raft_messages.top_level_error(m.DescribeQuorumResponse,
+                                                 ErrorCode.NOT_CONTROLLER)
+        return client.describe_quorum(self.clock.time_ms())
+
+    # -- the driver
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    async def _drive(self) -> None:
+        """Poll after every input and at the client's deadline."""
+        client = self._client
+        assert client is not None
+        try:
+            while True:
+                self._wakeup.clear()
+                self._step(client)
+                now = self.clock.time_ms()
+                delay_s = max(client.next_deadline_ms(now) - now, 0) / 1000
+                timer = self.clock.call_later(delay_s, self._wakeup.set)
+                try:
+                    await self._wakeup.wait()
+                finally:
+                    timer.cancel()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug: without the driver, nothing commits any more
+            log.exception("the metadata quorum driver failed")
+            self._fail(KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum failed"))
+
+    def _step(self, client: RaftClient) -> None:
+        for message in client.poll(self.clock.time_ms()):
+            if isinstance(message, OutboundRequest):
+                self._dispatch(client, message)
+            elif isinstance(message, OutboundReply):
+                parked = self._parked.get(message.request_id)
+                if parked is not None and not parked.done():
+                    parked.set_result(message.response)
+        self._apply_committed(client.take_committed())
+        self._track_activation()
+        if client.log.flushed_end < client.log.end_offset:
+            self._schedule_flush()
+
+    def _dispatch(self, client: RaftClient, request: OutboundRequest) -> None:
+        if self._send is None:
+            # No network (a lone voter never sends): the request fails like a refused connection.
+            client.handle_send_failure(request.destination, request.correlation_id,
+                                       self.clock.time_ms())
+            return
+        task = asyncio.get_running_loop().create_task(self._deliver(client, request))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _deliver(self, client: RaftClient, request: OutboundRequest) -> None:
+        assert self._send is not None
+        try:
+            response = await self._send(request.destination, request.request)
+        except (KafkaError, ProtocolError, OSError, TimeoutError) as exc:
+            # Refused, reset, timed out or garbled: undelivered, as far as Raft is concerned.
+            log.debug("raft request to %d failed: %s", request.destination, exc)
+            client.handle_send_failure(request.destination, request.correlation_id,
+                                       self.clock.time_ms())
+        else:
+            client.handle_response(request.destination, response, self.clock.time_ms(),
+                                   request.correlation_id)
+        self._wake()
+
+    def _track_activation(self) -> None:
+        client = self._client
+        assert client is not None
+        if (not self._caught_up.is_set() and client.leader_id is not None
+                and self.image.epoch >= client.epoch):
+            self._caught_up.set()
+        active = self.is_active
+        if active == self._active:
+            return
+        self._active = active
+        if active:
+            log.info("node %d is the active controller (epoch %d)", self.node_id, client.epoch)
+        else:
+            log.info("node %d is no longer the active controller (%r)", self.node_id, client)
+            # What we appended may still commit under the next leader (the image shows it
+            # then); the appenders learn now that this controller cannot promise it.
+            self._appended.clear()
+            self._commits.fail_all(KafkaError(ErrorCode.NOT_CONTROLLER,
+                                              f"node {self.node_id} lost the leadership"))
+        for listener in list(self.activation_listeners):
+            try:
+                listener(active)
+            except Exception:
+                log.exception("activation listener %r failed", listener)
+
     # -- commit path
     def _schedule_flush(self) -> None:
-        if self._flusher is None:
+        if self._flusher is None and self._failure is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_pending())
 
     async def _flush_pending(self) -> None:
-        """Flush until every appended batch is on disk; each round covers all the batches
-        appended while the previous one ran (group commit)."""
+        """Flush until the log is on disk to its end; each round covers every batch appended
+        while the previous one ran (group commit). Raft polls after each round."""
         try:
-            while self._pending and self._pending[-1].last_offset >= self._flushed_end:
+            while self.log.recovery_point < self.log.log_end_offset:
                 end_offset = self.log.log_end_offset
                 await self._flush(end_offset)
-                self._on_local_flush(end_offset)
+                self._wake()
         except asyncio.CancelledError:
-            self._fail(KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down"))
             raise
         except Exception as exc:
             log.exception("cannot flush the metadata log: pending metadata changes fail")
@@ -215,36 +407,39 @@ class MetadataQuorum:
     async def _flush_log(self, end_offset: int) -> None:
         await asyncio.to_thread(self.log.flush, end_offset)
 
-    def _on_local_flush(self, end_offset: int) -> None:
-        """This voter has the log on disk below `end_offset`. The commit index is the end offset
-        a majority of the voters has; with one voter, the majority is us."""
-        self._flushed_end = max(self._flushed_end, end_offset)
-        self._advance_commit(self._flushed_end - 1)
-
-    def _advance_commit(self, offset: int) -> None:
-        """Move the commit index to `offset` and publish the batches it passes, in offset
-        order: each becomes the next image, then listeners see it, then its waiters complete."""
-        if not self.log.maybe_increment_high_watermark(offset + 1):
+    def _apply_committed(self, batches: list[CommittedBatch]) -> None:
+        """Replay committed batches in offset order: each becomes the next image, listeners
+        see it, then its waiters complete."""
+        if not batches:
             return
         failed: dict[int, BaseException] = {}
-        while self._pending and self._pending[0].last_offset <= offset:
-            batch = self._pending.popleft()
+        for batch in batches:
+            if batch.last_offset <= self.image.offset:
+                continue  # replayed by load()
             error = self._publish(batch)
             if error is not None:
                 failed[batch.last_offset] = error
-        self._commits.advance(offset + 1, failed)
+        committed = self.image.offset + 1
+        while self._appended and self._appended[0] < committed:
+            self._appended.popleft()
+        self._commits.advance(committed, failed)
 
-    def _publish(self, batch: _PendingBatch) -> BaseException | None:
+    def _publish(self, batch: CommittedBatch) -> BaseException | None:
         try:
             delta = MetadataDelta(self.image)
-            for record in batch.records:
-                delta.replay(record)
+            if not batch.is_control:
+                for pos, header in iter_batches(batch.data):
+                    for record in iter_records(batch.data, pos, header):
+                        decoded, _version = m.decode_metadata_record(record.value)
+                        delta.replay(decoded)
             delta.offset = batch.last_offset
             delta.epoch = batch.epoch
             image = delta.apply()
         except Exception as exc:  # a record the image cannot take: fail its op, keep going
             log.exception("cannot replay the metadata batch ending at offset %d",
                           batch.last_offset)
+            # The offset still passed: the next batch applies on top of the image before it.
+            self.image = _at_offset(self.image, batch.last_offset, batch.epoch)
             return exc
         self.image = image
         for listener in list(self.listeners):
@@ -259,16 +454,60 @@ class MetadataQuorum:
         """The log can no longer commit: fail what is pending and refuse further appends."""
         if self._failure is None:
             self._failure = exc
-        self._pending.clear()
+        self._appended.clear()
         self._commits.fail_all(exc)
 
     # -- stop
     async def close(self) -> None:
-        """Refuse new appends, let pending ones commit (or fail), then close the log."""
+        """Refuse new appends, let pending ones commit (or fail; with other voters, within
+        the request timeout), resign if leading (EndQuorumEpoch tells the voters to elect at
+        once), then close the log."""
         self._closed = True
-        flusher = self._flusher
-        if flusher is not None:
-            await asyncio.wait([flusher])
-        if self._pending:  # only if the flusher died with them
+        if self._flusher is not None:
+            await asyncio.wait([self._flusher])
+        client = self._client
+        if self._appended and client is not None and self._failure is None:
+            pending = [self._commits.wait(self._appended[-1])]
+            await wait_for_commits(pending, self.raft_config.request_timeout_ms / 1000,
+                                   self.clock)
+        if client is not None and client.is_leader and not self.is_single_voter:
+            client.resign(self.clock.time_ms())
+            self._step(client)  # sends EndQuorumEpoch; best effort
+            if self._sends:
+                await asyncio.wait(set(self._sends), timeout=0.5)
+        if self._driver is not None:
+            self._driver.cancel()
+            await asyncio.gather(self._driver, return_exceptions=True)
+        for task in list(self._sends):
+            task.cancel()
+        if self._sends:
+            await asyncio.gather(*self._sends, return_exceptions=True)
+        if self._flusher is not None:
+            await asyncio.wait([self._flusher])
+        for parked in self._parked.values():
+            if not parked.done() and client is not None:
+                parked.set_result(raft_messages.fetch_response(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, None, client.epoch,
+                    client.high_watermark))
+        if self._appended:
             self._fail(KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down"))
         self.log.close()
+
+
+def _at_offset(image: MetadataImage, offset: int, epoch: int) -> MetadataImage:
+    delta = MetadataDelta(image)
+    delta.offset = offset
+    delta.epoch = epoch
+    return delta.apply()
+
+
+def _not_available(request: m.Message) -> m.Message:
+    """The answer to a Raft request before the quorum runs or after it stopped."""
+    if isinstance(request, m.FetchRequest):
+        return raft_messages.top_level_error(m.FetchResponse, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    response_type = {
+        m.VoteRequest: m.VoteResponse, m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
+        m.EndQuorumEpochRequest: m.EndQuorumEpochResponse,
+        m.DescribeQuorumRequest: m.DescribeQuorumResponse,
+    }[type(request)]
+    return raft_messages.top_level_error(response_type, ErrorCode.NOT_CONTROLLER)

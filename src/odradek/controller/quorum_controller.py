@@ -1,5 +1,9 @@
 """The active controller: admin operations carried out through the metadata quorum.
 
+Only the active controller (the quorum leader, caught up) carries out operations; on any other
+node each one fails with NOT_CONTROLLER (admin results carry the error; bootstrap, registration
+and producer-id blocks raise it). Forwarding to the active controller is a later step.
+
 Kafka's QuorumController in one process: each operation computes its records from the current
 image (`ControllerState`, pure), appends them to the quorum and returns only once they are
 committed. Operations are serialised by one lock, so the next operation (and whoever reads the
@@ -21,7 +25,7 @@ from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 #: (listener name, host, port, security protocol id) as a broker registers it
 RegisteredEndpoint = tuple[str, str, int, int]
@@ -40,6 +44,12 @@ class QuorumController:
     @property
     def image(self) -> MetadataImage:
         return self.quorum.image
+
+    def _check_active(self) -> None:
+        if not self.quorum.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"This node is not the active controller (the leader is "
+                             f"{self.quorum.leader_id}).")
 
     async def _commit(self, records: list[Any]) -> None:
         """Append records to the metadata quorum and wait until they are committed."""
@@ -61,6 +71,7 @@ class QuorumController:
     async def bootstrap_metadata_version(self, level: int) -> None:
         """Writes the metadata.version feature level into a freshly formatted log."""
         async with self._lock:
+            self._check_active()
             if self.image.metadata_version == 0:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
                                                          feature_level=level)])
@@ -70,6 +81,7 @@ class QuorumController:
                               features: Mapping[str, tuple[int, int]]) -> int:
         """Registers (or re-registers) a broker; returns its broker epoch."""
         async with self._lock:
+            self._check_active()
             epoch = self.quorum.log.log_end_offset
             records = self.state.register_broker(self.image, broker_id, incarnation_id, epoch,
                                                  list(endpoints), rack, features)
@@ -79,6 +91,7 @@ class QuorumController:
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """A block of producer ids for a broker: (first id, count)."""
         async with self._lock:
+            self._check_active()
             block, records = self.state.allocate_producer_ids(self.image, broker_id,
                                                               broker_epoch)
             await self._commit(records)
@@ -87,27 +100,40 @@ class QuorumController:
     # -- admin operations
     async def create_topics(self, specs: Sequence[TopicSpec],
                             validate_only: bool = False) -> list[OpResult]:
-        async with self._lock:
-            results, records = self.state.create_topics(self.image, specs)
-            if not validate_only:
-                await self._commit(records)
-            return results
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = self.state.create_topics(self.image, specs)
+                if not validate_only:
+                    await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return [_failed(exc)] * len(specs)
 
     async def delete_topics(self, names: Sequence[str],
                             ids: Sequence[uuid.UUID]) -> list[OpResult]:
-        async with self._lock:
-            results, records = self.state.delete_topics(self.image, names, ids)
-            await self._commit(records)
-            return results
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = self.state.delete_topics(self.image, names, ids)
+                await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return [_failed(exc)] * (len(names) + len(ids))
 
     async def create_partitions(self, name: str, count: int,
                                 assignments: list[list[int]] | None,
                                 validate_only: bool) -> OpResult:
-        async with self._lock:
-            result, records = self.state.create_partitions(self.image, name, count, assignments)
-            if not validate_only:
-                await self._commit(records)
-            return result
+        try:
+            async with self._lock:
+                self._check_active()
+                result, records = self.state.create_partitions(self.image, name, count,
+                                                               assignments)
+                if not validate_only:
+                    await self._commit(records)
+                return result
+        except KafkaError as exc:
+            return _failed(exc)
 
     async def alter_configs(self, resource_type: int, resource_name: str,
                             ops: list[tuple[str, int, str | None]], *, incremental: bool,
@@ -118,10 +144,19 @@ class QuorumController:
                 return OpResult.fail(
                     ErrorCode.INVALID_REQUEST,
                     f"Cannot update these configs dynamically: {set(unknown)}")
-        async with self._lock:
-            result, records = self.state.alter_configs(
-                self.image, resource_type, resource_name, ops, incremental=incremental,
-                list_keys=self._list_topic_configs)
-            if result.error == ErrorCode.NONE and not validate_only:
-                await self._commit(records)
-            return result
+        try:
+            async with self._lock:
+                self._check_active()
+                result, records = self.state.alter_configs(
+                    self.image, resource_type, resource_name, ops, incremental=incremental,
+                    list_keys=self._list_topic_configs)
+                if result.error == ErrorCode.NONE and not validate_only:
+                    await self._commit(records)
+                return result
+        except KafkaError as exc:
+            return _failed(exc)
+
+
+def _failed(exc: KafkaError) -> OpResult:
+    """An operation the quorum did not take (not the active controller, the log failed)."""
+    return OpResult.fail(exc.code, exc.message)

@@ -1,10 +1,16 @@
-"""Which APIs this broker serves, at which versions, and the handler of each.
+"""Which APIs this node serves on each kind of listener, at which versions, and the handler of
+each.
 
 Versions follow Kafka: every version of the 3.8 specs, except the oldest Produce/Fetch/
 ListOffsets versions that Kafka 4.0 dropped too (they need message-format conversion).
 An API missing here is not advertised in ApiVersions; a client that sends it anyway has its
-connection closed, as Kafka does for requests its listener does not enable. Controller listeners
-enable only `CONTROLLER_APIS`.
+connection closed, as Kafka does for requests its listener does not enable.
+
+A listener is of one kind, broker or controller, and each kind has its own table: the APIs it
+serves (`SERVED_VERSIONS`, `CONTROLLER_SERVED_VERSIONS`) and the handlers bound for it
+(`handler_table`, `controller_handler_table`). The same API key may have a different handler
+per kind: Fetch on a broker listener reads partitions, Fetch on a controller listener is Raft's
+fetch of `__cluster_metadata`.
 """
 
 from __future__ import annotations
@@ -22,30 +28,46 @@ if TYPE_CHECKING:
     from odradek.server.handlers.metadata import MetadataApis
     from odradek.server.handlers.produce import ProduceApis
     from odradek.server.handlers.producer_ids import ProducerIdApis
+    from odradek.server.handlers.raft import RaftApis
 
 #: handler(ctx, request) -> response (or an awaitable of it)
 Handler = Callable[..., Any]
 
-# api key -> lowest version served (the highest is the spec's newest).
+# api key -> lowest version served on a broker listener (the highest is the spec's newest).
 SERVED_VERSIONS: dict[int, int] = {
     0: 3,  # Produce
     1: 4,  # Fetch
     2: 1,  # ListOffsets
     3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 17: 0, 18: 0, 19: 0,
-    20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0, 60: 0,
-    75: 0,
+    20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
+    55: 0,  # DescribeQuorum (Kafka forwards it to the controller; see RaftApis)
+    60: 0, 75: 0,
 }
 
+# api key -> lowest version served on a controller listener: the quorum's own APIs (Raft's
+# Fetch of the metadata partition, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum) and
+# the connection-level ones.
+CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
+    1: 13,  # Fetch of __cluster_metadata (by topic id)
+    17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
+    52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
+    60: 0,  # DescribeCluster
+}
 # APIs a controller listener answers (the rest belong to broker listeners).
-CONTROLLER_APIS = frozenset({17, 18, 36, 60})
+CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
 BROKER_LISTENER = "broker"
 CONTROLLER_LISTENER = "controller"
+SERVED_BY_KIND: dict[str, dict[int, int]] = {
+    BROKER_LISTENER: SERVED_VERSIONS,
+    CONTROLLER_LISTENER: CONTROLLER_SERVED_VERSIONS,
+}
 
 
 def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
-                  groups: GroupApis, admin: AdminApis,
-                  producer_ids: ProducerIdApis) -> dict[int, Handler]:
-    """The handler of every served API, from the objects that answer each API family."""
+                  groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
+                  raft: RaftApis) -> dict[int, Handler]:
+    """The handler of every API served on broker listeners, from the objects that answer each
+    API family."""
     return {
         0: produce.produce,
         1: fetch.fetch,
@@ -75,38 +97,59 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         42: groups.delete_groups,
         44: admin.incremental_alter_configs,
         47: groups.offset_delete,
+        55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
         75: metadata.describe_topic_partitions,
     }
 
 
+def controller_handler_table(*, metadata: MetadataApis,
+                             raft: RaftApis) -> dict[int, Handler]:
+    """The handler of every API served on controller listeners."""
+    return {
+        1: raft.fetch,
+        17: sasl.sasl_handshake,
+        18: metadata.api_versions,
+        36: sasl.sasl_authenticate,
+        52: raft.vote,
+        53: raft.begin_quorum_epoch,
+        54: raft.end_quorum_epoch,
+        55: raft.describe_quorum,
+        60: metadata.describe_cluster,
+    }
+
+
 class ApiTable:
-    """The served APIs: versions (what ApiVersions advertises) and a handler for each."""
+    """The served APIs of each listener kind: versions (what ApiVersions advertises on a
+    listener of that kind) and a handler for each."""
 
     def __init__(self) -> None:
-        self.handlers: dict[int, Handler] = {}
-        self.versions: dict[int, tuple[int, int]] = {
-            key: (low, API_BY_KEY[key].max_version) for key, low in SERVED_VERSIONS.items()
+        self.handlers: dict[str, dict[int, Handler]] = {kind: {} for kind in SERVED_BY_KIND}
+        self.versions_by_kind: dict[str, dict[int, tuple[int, int]]] = {
+            kind: {key: (low, API_BY_KEY[key].max_version) for key, low in served.items()}
+            for kind, served in SERVED_BY_KIND.items()
         }
 
-    def bind(self, handlers: dict[int, Handler]) -> None:
-        unknown = set(handlers) - set(SERVED_VERSIONS)
+    @property
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """The versions served on broker listeners."""
+        return self.versions_by_kind[BROKER_LISTENER]
+
+    def bind(self, handlers: dict[int, Handler], listener_kind: str = BROKER_LISTENER) -> None:
+        unknown = set(handlers) - set(SERVED_BY_KIND[listener_kind])
         if unknown:
-            raise ValueError(f"handlers for APIs not served: {sorted(unknown)}")
-        self.handlers.update(handlers)
+            raise ValueError(f"handlers for APIs not served on {listener_kind} listeners: "
+                             f"{sorted(unknown)}")
+        self.handlers[listener_kind].update(handlers)
 
     def advertised(self, listener_kind: str) -> dict[int, tuple[int, int]]:
         """The APIs and versions a listener of this kind ("broker" or "controller") serves."""
-        if listener_kind == CONTROLLER_LISTENER:
-            return {k: v for k, v in self.versions.items() if k in CONTROLLER_APIS}
-        return self.versions
+        return self.versions_by_kind[listener_kind]
 
     def lookup(self, api_key: int, version: int,
                listener_kind: str = BROKER_LISTENER) -> Handler | None:
-        handler = self.handlers.get(api_key)
+        handler = self.handlers[listener_kind].get(api_key)
         if handler is None:
             return None
-        if listener_kind == CONTROLLER_LISTENER and api_key not in CONTROLLER_APIS:
-            return None
-        low, high = self.versions[api_key]
+        low, high = self.versions_by_kind[listener_kind][api_key]
         return handler if low <= version <= high else None

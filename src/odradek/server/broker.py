@@ -2,7 +2,14 @@
 
 `run(config)` is what `odradek server-start` calls. Start order follows Kafka's KRaft node:
 load the metadata log into an image, (re-)register this broker, open the logs the image says
-we host, then open the listeners. SIGTERM/SIGINT shut down cleanly: listeners closed, in-flight
+we host, then open the listeners.
+
+With several voters in `controller.quorum.voters` the listeners open before the quorum has a
+leader (the voters elect one over their controller listeners), and the node then waits until its
+image has caught up with the leader's. Only the active controller (the quorum leader) runs
+controller operations: the first one bootstraps metadata.version. Brokers register through the
+active controller; until the BrokerRegistration RPC exists, a combined node registers itself
+only when (and each time) it becomes the active controller, and the others do not register. SIGTERM/SIGINT shut down cleanly: listeners closed, in-flight
 requests finished, logs flushed, checkpoints and clean-shutdown markers written.
 """
 
@@ -25,7 +32,15 @@ from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
-from odradek.server.apis import BROKER_LISTENER, CONTROLLER_LISTENER, ApiTable, handler_table
+from odradek.protocol.errors import KafkaError
+from odradek.raft import RaftConfig
+from odradek.server.apis import (
+    BROKER_LISTENER,
+    CONTROLLER_LISTENER,
+    ApiTable,
+    controller_handler_table,
+    handler_table,
+)
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers.admin import AdminApis
@@ -34,12 +49,14 @@ from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis, unsupported_api_versions_response
 from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
+from odradek.server.handlers.raft import RaftApis
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
     NetworkServer,
     RequestContext,
 )
+from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
@@ -61,7 +78,6 @@ class Broker:
     def __init__(self, config: Any) -> None:
         self.config = config
         self.node_id: int = config.node_id
-        self.controller_id = self.node_id
         self.log_dirs: list[str] = [os.path.abspath(d) for d in config.log_dirs]
         self.metadata_log_dir = os.path.abspath(config.metadata_log_dir)
         self.cluster_id = ""
@@ -74,6 +90,8 @@ class Broker:
         self.network: NetworkServer | None = None
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
+        self.raft_channel: RaftChannel | None = None
+        self._network_started = asyncio.Event()
         self.replica_manager: ReplicaManager | None = None
         self.metadata_cache: MetadataCache | None = None
         self.controller: QuorumController | None = None
@@ -110,11 +128,10 @@ class Broker:
         # The metadata log is always fully recovered: it is small and must be exact.
         metadata_log = Log(os.path.join(self.metadata_log_dir, f"{METADATA_TOPIC}-0"),
                            metadata_config, had_clean_shutdown=False)
-        self.quorum = MetadataQuorum(metadata_log, self.node_id)
+        self.quorum = self._build_quorum(metadata_log)
         self.quorum.load()
         self.metadata_cache = MetadataCache(self.quorum.image)
         self.quorum.listeners.append(self.metadata_cache.publish)
-        await self.quorum.become_leader()
         self.controller = QuorumController(
             self.quorum,
             ControllerState(
@@ -125,8 +142,15 @@ class Broker:
             is_dynamic_broker_config=self.config.is_dynamic,
             list_topic_configs=LIST_TOPIC_CONFIGS,
         )
-        await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
-        await self._register_broker()
+        single_voter = self.quorum.is_single_voter
+        if single_voter:
+            # A lone voter leads at once: the same start as before Raft.
+            await self.quorum.become_leader()
+            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
+            await self._register_broker()
+        else:
+            self.quorum.activation_listeners.append(self._on_activation)
+            self.quorum.start()
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
                                               self.default_log_config)
         self.replica_manager.apply_image(self.image)
@@ -145,13 +169,64 @@ class Broker:
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
         )
         await self.network.start(self._listener_configs())
+        self._network_started.set()
         # Ports bound as 0 (tests) are only known now: re-register with the real ones.
-        if any(listener.port == 0 for listener in self._listener_configs()):
+        if single_voter and any(listener.port == 0 for listener in self._listener_configs()):
             await self._register_broker()
+        if not single_voter:
+            log.info("node %d: waiting for the metadata quorum to elect a leader",
+                     self.node_id)
+            await self.quorum.wait_until_caught_up()
+            log.info("node %d: metadata caught up (%r)", self.node_id, self.quorum.raft)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._housekeeping()))
         log.info("Odradek broker %d started (cluster %s) listening on %s", self.node_id,
                  self.cluster_id, self.bound_addresses())
+
+    def _build_quorum(self, metadata_log: Log) -> MetadataQuorum:
+        config = self.config
+        voters = config.quorum_voters
+        raft_config = RaftConfig(
+            election_timeout_ms=int(config.get("controller.quorum.election.timeout.ms")),
+            fetch_timeout_ms=int(config.get("controller.quorum.fetch.timeout.ms")),
+            election_backoff_max_ms=int(config.get("controller.quorum.election.backoff.max.ms")),
+            request_timeout_ms=int(config.get("controller.quorum.request.timeout.ms")),
+            retry_backoff_ms=int(config.get("controller.quorum.retry.backoff.ms")),
+        )
+        voter_ids = set(voters) or {self.node_id}
+        send = None
+        if voter_ids != {self.node_id}:
+            self.raft_channel = RaftChannel(
+                self.node_id,
+                {node_id: (voter.host, voter.port) for node_id, voter in voters.items()
+                 if node_id != self.node_id},
+                request_timeout_ms=raft_config.request_timeout_ms)
+            send = self.raft_channel.send
+        return MetadataQuorum(metadata_log, self.node_id, voters=voter_ids,
+                              cluster_id=self.cluster_id, raft_config=raft_config, send=send)
+
+    def controller_id(self) -> int:
+        """The active controller as Metadata and DescribeCluster report it (-1: unknown)."""
+        leader = self.quorum.leader_id if self.quorum is not None else None
+        return -1 if leader is None else leader
+
+    def _on_activation(self, active: bool) -> None:
+        """The quorum made this node the active controller (or stopped doing so)."""
+        if active:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._claim_controller()))
+
+    async def _claim_controller(self) -> None:
+        """The first leader bootstraps metadata.version; every new active controller registers
+        its own broker (see the module docstring: the others cannot register yet)."""
+        await self._network_started.wait()
+        try:
+            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)  # type: ignore[union-attr]
+            await self._register_broker()
+            log.info("node %d: active controller, broker registered (epoch %d)", self.node_id,
+                     self.broker_epoch)
+        except KafkaError as exc:
+            log.warning("node %d: lost the leadership while taking over as controller: %s",
+                        self.node_id, exc)
 
     def bound_addresses(self) -> dict[str, tuple[str, int]]:
         out = {}
@@ -203,6 +278,8 @@ class Broker:
             # Pending metadata commits finish (their listeners still reach open logs) before
             # the metadata log closes.
             await self.quorum.close()
+        if self.raft_channel is not None:
+            await self.raft_channel.close()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("Odradek broker %d shut down", self.node_id)
@@ -213,14 +290,19 @@ class Broker:
         cache, controller = self.metadata_cache, self.controller
         replica_manager = self.replica_manager
         assert cache is not None and controller is not None and replica_manager is not None
+        assert self.quorum is not None
+        raft = RaftApis(self.quorum)
+        metadata = MetadataApis(
+            cache=cache, apis=self.apis, cluster_id=self.cluster_id,
+            controller_id=self.controller_id, listener_kind=self.listener_kind,
+            controller_endpoints=self.controller_endpoints,
+            supported_features=self.supported_features,
+            create_topics=controller.create_topics,
+            auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")))
+        self.apis.bind(controller_handler_table(metadata=metadata, raft=raft),
+                       CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
-            metadata=MetadataApis(
-                cache=cache, apis=self.apis, cluster_id=self.cluster_id,
-                controller_id=lambda: self.controller_id, listener_kind=self.listener_kind,
-                controller_endpoints=self.controller_endpoints,
-                supported_features=self.supported_features,
-                create_topics=controller.create_topics,
-                auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable"))),
+            metadata=metadata,
             produce=ProduceApis(replica_manager),
             fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
@@ -230,6 +312,7 @@ class Broker:
                             default_log_config=self.default_log_config, cache=cache,
                             controller=controller, replica_manager=replica_manager),
             producer_ids=ProducerIdApis(self.producer_ids),
+            raft=raft,
         ))
 
     def listener_kind(self, listener_name: str) -> str:
@@ -280,8 +363,17 @@ def run(config: Any) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await broker.start()
-        await stop.wait()
+        # A node of a larger quorum waits in start() for a leader to be elected: SIGTERM must
+        # stop it there too.
+        starting = asyncio.ensure_future(broker.start())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # a failed start raises here
+            await stopping
+        else:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
         log.info("shutting down")
         await broker.stop()
         return 0

@@ -1,0 +1,54 @@
+"""The KRaft quorum's APIs: Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum and the Fetch
+of `__cluster_metadata`, served on controller listeners and answered by this node's Raft client
+(through `MetadataQuorum.handle_request`, which parks a long-polling Fetch).
+
+DescribeQuorum on a broker listener: Kafka forwards it to the active controller. Until
+forwarding exists, a voter answers it itself (the leader with the replicas' progress; a follower
+with NOT_LEADER_OR_FOLLOWER and the leader it knows, as Raft answers it), and a node that is not
+a voter answers NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.raft import messages as raft_messages
+
+if TYPE_CHECKING:
+    from odradek.controller.quorum import MetadataQuorum
+    from odradek.server.network import RequestContext
+
+# Fetch v15 moved the replica id from the request's body into ReplicaState.
+_REPLICA_STATE_VERSION = 15
+
+
+class RaftApis:
+    def __init__(self, quorum: MetadataQuorum) -> None:
+        self.quorum = quorum
+
+    async def vote(self, ctx: RequestContext, req: m.VoteRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def begin_quorum_epoch(self, ctx: RequestContext, req: m.BeginQuorumEpochRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def end_quorum_epoch(self, ctx: RequestContext, req: m.EndQuorumEpochRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
+        if ctx.api_version < _REPLICA_STATE_VERSION:
+            req.replica_state = m.FetchRequest.ReplicaState(replica_id=req.replica_id)
+        replica_id = raft_messages.fetch_replica_id(req)
+        return await self.quorum.handle_request(replica_id, req)
+
+    async def describe_quorum(self, ctx: RequestContext, req: m.DescribeQuorumRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def describe_quorum_on_broker(self, ctx: RequestContext,
+                                        req: m.DescribeQuorumRequest):
+        if self.quorum.node_id not in self.quorum.voters:
+            return raft_messages.top_level_error(m.DescribeQuorumResponse,
+                                                 ErrorCode.NOT_CONTROLLER)
+        return await self.quorum.handle_request(-1, req)

@@ -1,0 +1,241 @@
+"""An N-node Odradek cluster of real processes on 127.0.0.1, for tests (built on the conventions
+of tests/broker_process.py: random free ports, one work directory and log file per node).
+
+Every node is combined (`process.roles=broker,controller`) and a static voter
+(`controller.quorum.voters` lists them all); the nodes are formatted with one cluster id by
+`odradek storage format`, as an operator would. Requests are raw Kafka protocol over blocking
+sockets, so the tests see exactly what a node answers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker_process import ODRADEK, _recv_exact, free_port, wait_until
+
+from odradek.protocol import framing
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.raft import messages as raft_messages
+
+HOST = "127.0.0.1"
+DESCRIBE_QUORUM_VERSION = 1
+CREATE_TOPICS_VERSION = 5
+METADATA_VERSION = 12
+
+
+def send_request(port: int, api_key: int, version: int, request: m.Message,
+                 timeout: float = 5.0) -> Any:
+    """One request on a fresh connection; its decoded response."""
+    with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        sock.sendall(framing.encode_request(api_key, version, 7, "cluster-test", request))
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        correlation_id, response = framing.decode_response(_recv_exact(sock, size), api_key,
+                                                           version)
+        assert correlation_id == 7
+        return response
+
+
+@dataclass(frozen=True)
+class QuorumView:
+    """What one node says of the quorum (DescribeQuorum on its controller listener)."""
+
+    node_id: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voter_end_offsets: dict[int, int]  # the leader's view of each voter's log end
+
+    @property
+    def is_leader(self) -> bool:
+        return self.error_code == 0 and self.leader_id == self.node_id
+
+
+class ClusterNode:
+    def __init__(self, node_id: int, workdir: Path, port: int, controller_port: int) -> None:
+        self.node_id = node_id
+        self.workdir = workdir
+        self.port = port
+        self.controller_port = controller_port
+        self.config_path = workdir / "server.properties"
+        self.log_path = workdir / "node.log"
+        self.proc: subprocess.Popen | None = None
+
+    def write_config(self, voters: str, overrides: dict[str, str]) -> None:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.workdir / "data"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(overrides)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(
+                [*ODRADEK, "server-start", str(self.config_path)],
+                stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode}:\n"
+                               f"{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean crash."""
+        if self.running:
+            self.proc.kill()  # type: ignore[union-attr]
+            self.proc.wait(10)  # type: ignore[union-attr]
+
+    def stop(self, timeout: float = 20) -> None:
+        if not self.running:
+            return
+        self.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        try:
+            self.proc.wait(timeout)  # type: ignore[union-attr]
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # -- what the node answers
+    def describe_quorum(self, on_broker_listener: bool = False) -> QuorumView | None:
+        """DescribeQuorum on the controller listener (or the broker listener); None if the
+        node does not answer."""
+        port = self.port if on_broker_listener else self.controller_port
+        try:
+            response = send_request(port, 55, DESCRIBE_QUORUM_VERSION,
+                                    raft_messages.describe_quorum_request(), timeout=2)
+        except (OSError, ValueError, ConnectionError):
+            return None
+        if response.error_code != 0 or not response.topics:
+            return None
+        partition = response.topics[0].partitions[0]
+        return QuorumView(self.node_id, partition.error_code, partition.leader_id,
+                          partition.leader_epoch, partition.high_watermark,
+                          {v.replica_id: v.log_end_offset for v in partition.current_voters})
+
+    def create_topic(self, name: str) -> int:
+        """CreateTopics on the broker listener; the topic's error code."""
+        request = m.CreateTopicsRequest(
+            topics=[m.CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=1, replication_factor=-1, assignments=[],
+                configs=[])],
+            timeout_ms=10_000, validate_only=False)
+        response = send_request(self.port, 19, CREATE_TOPICS_VERSION, request, timeout=15)
+        return response.topics[0].error_code
+
+    def topic_names(self) -> set[str]:
+        """The topics in this node's metadata image (Metadata on its broker listener)."""
+        request = m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                    include_topic_authorized_operations=False)
+        try:
+            response = send_request(self.port, 3, METADATA_VERSION, request)
+        except (OSError, ConnectionError):
+            return set()  # not answering (yet): nothing seen
+        return {topic.name for topic in response.topics if topic.error_code == 0}
+
+
+class QuorumCluster:
+    def __init__(self, root: Path, size: int = 3,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.nodes = {
+            node_id: ClusterNode(node_id, root / f"node-{node_id}", free_port(), free_port())
+            for node_id in range(1, size + 1)
+        }
+        voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}"
+                          for n in self.nodes.values())
+        for node in self.nodes.values():
+            node.write_config(voters, overrides or {})
+        self.cluster_id = subprocess.run([*ODRADEK, "storage", "random-uuid"], check=True,
+                                         capture_output=True, text=True).stdout.strip()
+
+    def format(self) -> None:
+        """`odradek storage format` on every node with the one cluster id."""
+        for node in self.nodes.values():
+            subprocess.run([*ODRADEK, "storage", "format", "--config", str(node.config_path),
+                            "--cluster-id", self.cluster_id], check=True, capture_output=True,
+                           text=True)
+
+    def start(self) -> None:
+        for node in self.nodes.values():
+            node.start()
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM to every running node at once, then wait (SIGKILL after `timeout`)."""
+        running = self.live_nodes()
+        for node in running:
+            node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        deadline = time.monotonic() + timeout
+        for node in running:
+            try:
+                node.proc.wait(max(deadline - time.monotonic(), 0.1))  # type: ignore[union-attr]
+            except subprocess.TimeoutExpired:
+                node.kill()
+
+    def kill_all(self) -> None:
+        for node in self.nodes.values():
+            node.kill()
+
+    def live_nodes(self) -> list[ClusterNode]:
+        return [node for node in self.nodes.values() if node.running]
+
+    def agreed_leader(self, nodes: list[ClusterNode] | None = None) -> tuple[int, int] | None:
+        """(leader id, epoch) if every given node (default: every running one) answers, all
+        name the same leader in the same epoch, exactly one of them (that leader) says it
+        leads and the others answer as followers (NOT_LEADER_OR_FOLLOWER)."""
+        views = []
+        for node in nodes if nodes is not None else self.live_nodes():
+            node.check_alive()
+            view = node.describe_quorum()
+            if view is None or view.leader_id < 0:
+                return None
+            views.append(view)
+        if len({(v.leader_id, v.leader_epoch) for v in views}) != 1:
+            return None
+        leaders = [v for v in views if v.is_leader]
+        followers = [v for v in views if not v.is_leader]
+        if len(leaders) != 1 or any(
+                v.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER.code for v in followers):
+            return None
+        return views[0].leader_id, views[0].leader_epoch
+
+    def wait_for_leader(self, timeout: float, nodes: list[ClusterNode] | None = None,
+                        min_epoch: int = 0) -> tuple[int, int]:
+        def elected() -> tuple[int, int] | None:
+            agreed = self.agreed_leader(nodes)
+            return agreed if agreed is not None and agreed[1] >= min_epoch else None
+
+        return wait_until(elected, timeout, interval=0.05,
+                          message=f"an agreed quorum leader (epoch >= {min_epoch})")
+
+
+def elapsed_since(start: float) -> float:
+    return time.monotonic() - start
