@@ -699,16 +699,22 @@ class RaftClient:
                                             self.quorum.election_backoff_ms(state.retries))
         return True
 
-    def _handle_begin_epoch_response(self, sender_id: int,
-                                     response: m.BeginQuorumEpochResponse, now_ms: int) -> bool:
+    def _epoch_response_error(self, response: Any, now_ms: int) -> bool | ErrorCode:
+        """BeginQuorumEpoch and EndQuorumEpoch answers alike: the outcome when the answer is
+        settled by its error or leader (a bool), else the partition's error code."""
         partition = msg.single_partition(response)
         if response.error_code != 0 or partition is None:
             return False
         error = ErrorCode.from_code(partition.error_code)
         handled = self._common_response(error, msg.leader_or_none(partition.leader_id),
                                         partition.leader_epoch, now_ms)
-        if handled is not None:
-            return handled
+        return handled if handled is not None else error
+
+    def _handle_begin_epoch_response(self, sender_id: int,
+                                     response: m.BeginQuorumEpochResponse, now_ms: int) -> bool:
+        error = self._epoch_response_error(response, now_ms)
+        if isinstance(error, bool):
+            return error
         state = self.quorum.state
         if error == ErrorCode.NONE and isinstance(state, LeaderState):
             state.add_acknowledgement_from(sender_id)
@@ -716,14 +722,9 @@ class RaftClient:
 
     def _handle_end_epoch_response(self, sender_id: int, response: m.EndQuorumEpochResponse,
                                    now_ms: int) -> bool:
-        partition = msg.single_partition(response)
-        if response.error_code != 0 or partition is None:
-            return False
-        error = ErrorCode.from_code(partition.error_code)
-        handled = self._common_response(error, msg.leader_or_none(partition.leader_id),
-                                        partition.leader_epoch, now_ms)
-        if handled is not None:
-            return handled
+        error = self._epoch_response_error(response, now_ms)
+        if isinstance(error, bool):
+            return error
         state = self.quorum.state
         if error == ErrorCode.NONE and isinstance(state, ResignedState):
             state.acknowledge_resignation(sender_id)
