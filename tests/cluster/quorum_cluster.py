@@ -1,9 +1,10 @@
 """An N-node Odradek cluster of real processes on 127.0.0.1, for tests (built on the conventions
 of tests/broker_process.py: random free ports, one work directory and log file per node).
 
-Every node is combined (`process.roles=broker,controller`) and a static voter
-(`controller.quorum.voters` lists them all); the nodes are formatted with one cluster id by
-`odradek storage format`, as an operator would. Requests are raw Kafka protocol over blocking
+The first `size` nodes are combined (`process.roles=broker,controller`) and static voters
+(`controller.quorum.voters` lists them); `brokers` more nodes are broker-only
+(`process.roles=broker`: they follow the quorum as observers). The nodes are formatted with one
+cluster id by `odradek storage format`, as an operator would. Requests are raw Kafka protocol over blocking
 sockets, so the tests see exactly what a node answers.
 """
 
@@ -61,7 +62,9 @@ class QuorumView:
 
 
 class ClusterNode:
-    def __init__(self, node_id: int, workdir: Path, port: int, controller_port: int) -> None:
+    def __init__(self, node_id: int, workdir: Path, port: int,
+                 controller_port: int | None) -> None:
+        """`controller_port` None: a broker-only node."""
         self.node_id = node_id
         self.workdir = workdir
         self.port = port
@@ -70,12 +73,19 @@ class ClusterNode:
         self.log_path = workdir / "node.log"
         self.proc: subprocess.Popen | None = None
 
+    @property
+    def is_voter(self) -> bool:
+        return self.controller_port is not None
+
     def write_config(self, voters: str, overrides: dict[str, str]) -> None:
+        listeners = f"PLAINTEXT://{HOST}:{self.port}"
+        if self.is_voter:
+            listeners += f",CONTROLLER://{HOST}:{self.controller_port}"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": "broker,controller" if self.is_voter else "broker",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "listeners": listeners,
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -129,7 +139,7 @@ class ClusterNode:
     def describe_quorum(self, on_broker_listener: bool = False) -> QuorumView | None:
         """DescribeQuorum on the controller listener (or the broker listener); None if the
         node does not answer."""
-        port = self.port if on_broker_listener else self.controller_port
+        port = self.port if on_broker_listener or not self.is_voter else self.controller_port
         try:
             response = send_request(port, 55, DESCRIBE_QUORUM_VERSION,
                                     raft_messages.describe_quorum_request(), timeout=2)
@@ -142,15 +152,33 @@ class ClusterNode:
                           partition.leader_epoch, partition.high_watermark,
                           {v.replica_id: v.log_end_offset for v in partition.current_voters})
 
-    def create_topic(self, name: str) -> int:
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
+                     assignments: dict[int, list[int]] | None = None) -> int:
         """CreateTopics on the broker listener; the topic's error code."""
+        Assignment = m.CreateTopicsRequest.CreatableReplicaAssignment
+        if assignments:
+            partitions = replication_factor = -1
         request = m.CreateTopicsRequest(
             topics=[m.CreateTopicsRequest.CreatableTopic(
-                name=name, num_partitions=1, replication_factor=-1, assignments=[],
+                name=name, num_partitions=partitions, replication_factor=replication_factor,
+                assignments=[Assignment(partition_index=p, broker_ids=replicas)
+                             for p, replicas in sorted((assignments or {}).items())],
                 configs=[])],
             timeout_ms=10_000, validate_only=False)
         response = send_request(self.port, 19, CREATE_TOPICS_VERSION, request, timeout=15)
         return response.topics[0].error_code
+
+    def metadata(self, topics: list[str] | None = None) -> Any:
+        """This node's Metadata answer (brokers, partitions with leader and ISR); None if it
+        does not answer."""
+        request = m.MetadataRequest(
+            topics=None if topics is None else [
+                m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        try:
+            return send_request(self.port, 3, METADATA_VERSION, request)
+        except (OSError, ConnectionError):
+            return None
 
     def topic_names(self) -> set[str]:
         """The topics in this node's metadata image (Metadata on its broker listener)."""
@@ -165,13 +193,15 @@ class ClusterNode:
 
 class QuorumCluster:
     def __init__(self, root: Path, size: int = 3,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, brokers: int = 0) -> None:
+        """`size` combined voters (ids 1..size), then `brokers` broker-only nodes."""
         self.nodes = {
-            node_id: ClusterNode(node_id, root / f"node-{node_id}", free_port(), free_port())
-            for node_id in range(1, size + 1)
+            node_id: ClusterNode(node_id, root / f"node-{node_id}", free_port(),
+                                 free_port() if node_id <= size else None)
+            for node_id in range(1, size + brokers + 1)
         }
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}"
-                          for n in self.nodes.values())
+                          for n in self.nodes.values() if n.is_voter)
         for node in self.nodes.values():
             node.write_config(voters, overrides or {})
         self.cluster_id = subprocess.run([*ODRADEK, "storage", "random-uuid"], check=True,
@@ -212,7 +242,8 @@ class QuorumCluster:
         name the same leader in the same epoch, exactly one of them (that leader) says it
         leads and the others answer as followers (NOT_LEADER_OR_FOLLOWER)."""
         views = []
-        for node in nodes if nodes is not None else self.live_nodes():
+        voters = [node for node in self.live_nodes() if node.is_voter]
+        for node in nodes if nodes is not None else voters:
             node.check_alive()
             view = node.describe_quorum()
             if view is None or view.leader_id < 0:

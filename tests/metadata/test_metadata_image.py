@@ -83,13 +83,15 @@ def test_broker_registration_fencing_and_unregistration():
     image = replay(image, m.UnfenceBrokerRecord(id=99, epoch=1))  # unknown broker: ignored
     assert set(image.brokers) == {1, 2}
 
+    # Kafka's BrokerRegistrationFencingChange: 1 fences, -1 unfences, 0 (the default) keeps.
     image = replay(image, m.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10,
-                                                           fenced=0, in_controlled_shutdown=1))
+                                                           fenced=-1, in_controlled_shutdown=1))
     assert not image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
-    # -1 means "no change" for both flags.
+    image = replay(image, m.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10))
+    assert not image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
     image = replay(image, m.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10,
-                                                           fenced=-1, in_controlled_shutdown=-1))
-    assert not image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
+                                                           fenced=1))
+    assert image.brokers[1].fenced and image.brokers[1].in_controlled_shutdown
 
     image = replay(image, m.UnregisterBrokerRecord(broker_id=2, broker_epoch=10))
     assert set(image.brokers) == {1}

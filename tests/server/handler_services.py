@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.controller.quorum_controller import QuorumController
@@ -39,6 +40,7 @@ from odradek.server.config import KafkaConfig
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers.admin import AdminApis
+from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
 from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis
@@ -197,7 +199,9 @@ class HandlerNode:
                                     OffsetsTopicCreator(config, cache, controller.create_topics))
         self.producer_id_apis = ProducerIdApis(self.producer_ids)
         self.raft_apis = RaftApis(self.quorum)
-        self.apis.bind(controller_handler_table(metadata=self.metadata_apis, raft=self.raft_apis),
+        self.apis.bind(controller_handler_table(
+            metadata=self.metadata_apis, raft=self.raft_apis,
+            controller=ControllerApis(self.controller)),
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,
@@ -226,8 +230,15 @@ class HandlerNode:
         endpoints = [(BROKER_LISTENER_NAME, HOST, port, 0)] if broker_id != NODE_ID else [
             (adv.name, adv.host or HOST, adv.port, adv.security_protocol_id)
             for adv in self.config.advertised_listeners]
-        return await self.controller.register_broker(broker_id, uuid.uuid4(), endpoints, None,
-                                                     SUPPORTED_FEATURES)
+        assert self.controller is not None
+        epoch = await self.controller.register_broker(BrokerRegistrationRequest(
+            broker_id=broker_id, cluster_id=self.controller.cluster_id,
+            incarnation_id=uuid.uuid4(), endpoints=endpoints, features=SUPPORTED_FEATURES,
+            rack=None))
+        # Caught up at once (one process): the first heartbeat unfences it.
+        reply = await self.controller.broker_heartbeat(broker_id, epoch, epoch)
+        assert not reply.is_fenced
+        return epoch
 
     async def add_fenced_broker(self, broker_id: int, port: int) -> None:
         """A broker that registered but was never unfenced (e.g. it is still catching up)."""

@@ -17,25 +17,33 @@ controller channel with the same calls.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.controller import cluster_control
+from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-#: (listener name, host, port, security protocol id) as a broker registers it
-RegisteredEndpoint = tuple[str, str, int, int]
-
+log = logging.getLogger("odradek.controller")
 
 class QuorumController:
     def __init__(self, quorum: MetadataQuorum, state: ControllerState, *,
                  is_dynamic_broker_config: Callable[[str], bool],
-                 list_topic_configs: frozenset[str] | set[str]) -> None:
+                 list_topic_configs: frozenset[str] | set[str], cluster_id: str = "",
+                 session_timeout_ms: int = 9000, clock: Clock = SYSTEM_CLOCK) -> None:
         self.quorum = quorum
+        self.cluster_id = cluster_id
+        self.heartbeats = cluster_control.BrokerHeartbeatManager(session_timeout_ms, clock)
+        # broker id -> the committed offset that put it in controlled shutdown
+        self._controlled_shutdown_offsets: dict[int, int] = {}
+        self._session_expiry: asyncio.Task[None] | None = None
         self.state = state
         self._is_dynamic_broker_config = is_dynamic_broker_config
         self._list_topic_configs = list_topic_configs
@@ -76,22 +84,100 @@ class QuorumController:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
                                                          feature_level=level)])
 
-    async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
-                              endpoints: Sequence[RegisteredEndpoint], rack: str | None,
-                              features: Mapping[str, tuple[int, int]]) -> int:
-        """Registers (or re-registers) a broker; returns its broker epoch."""
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        """Registers (or re-registers) a broker, fenced; returns its broker epoch. Raises
+        KafkaError when refused (see `cluster_control.registration_records`)."""
         async with self._lock:
             self._check_active()
-            epoch = self.quorum.log.log_end_offset
-            records = self.state.register_broker(self.image, broker_id, incarnation_id, epoch,
-                                                 list(endpoints), rack, features)
+            epoch = self.quorum.log.log_end_offset  # the offset its record will have
+            records = cluster_control.registration_records(
+                self.image, request, epoch, self.cluster_id, self.heartbeats)
             await self._commit(records)
+            self._controlled_shutdown_offsets.pop(request.broker_id, None)
+            self.heartbeats.touch(request.broker_id)
             return epoch
+
+    async def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                               *, want_fence: bool = False,
+                               want_shutdown: bool = False) -> cluster_control.HeartbeatReply:
+        """A broker's heartbeat: renews its session and moves it between fenced, unfenced and
+        controlled shutdown; the reply describes the state once the change is committed."""
+        async with self._lock:
+            self._check_active()
+            records, reply = cluster_control.heartbeat(
+                self.image, broker_id, broker_epoch, metadata_offset, want_fence,
+                want_shutdown, self._controlled_shutdown_offsets.get(broker_id))
+            self.heartbeats.touch(broker_id)
+            if records:
+                await self._commit(records)
+                if reply.in_controlled_shutdown:
+                    self._controlled_shutdown_offsets.setdefault(broker_id,
+                                                                 self.quorum.committed_offset)
+            if reply.should_shut_down:
+                self.heartbeats.remove(broker_id)
+                self._controlled_shutdown_offsets.pop(broker_id, None)
+            return reply
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fences the unfenced brokers whose session expired; returns their ids."""
+        async with self._lock:
+            self._check_active()
+            unfenced = [b for b, reg in self.image.brokers.items() if not reg.fenced]
+            fenced = []
+            for broker_id in self.heartbeats.expired(unfenced):
+                # One commit per broker: each one's records are computed from an image that
+                # has the previous one's leadership moves.
+                await self._commit(cluster_control.fence_records(self.image, broker_id))
+                self.heartbeats.remove(broker_id)
+                fenced.append(broker_id)
+            return fenced
+
+    def on_activation(self, active: bool) -> None:
+        """Told by the quorum when this node becomes (or stops being) the active controller. A
+        new active controller gives every registered broker a full session and starts
+        expiring sessions; a former one stops."""
+        if self._session_expiry is not None:
+            self._session_expiry.cancel()
+            self._session_expiry = None
+        if active:
+            self.heartbeats.reset(self.image.brokers)
+            self._controlled_shutdown_offsets.clear()
+            self._session_expiry = asyncio.get_running_loop().create_task(
+                self._expire_sessions())
+
+    async def _expire_sessions(self) -> None:
+        """Fence brokers as their sessions run out, for as long as this node is active."""
+        clock = self.heartbeats.clock
+        while True:
+            next_expiry = self.heartbeats.next_expiry_ms()
+            delay_ms = (self.heartbeats.session_timeout_ms if next_expiry is None
+                        else max(next_expiry - clock.time_ms(), 0) + 1)
+            await clock.sleep(delay_ms / 1000)
+            try:
+                fenced = await self.fence_stale_brokers()
+            except KafkaError as exc:  # lost the leadership meanwhile: on_activation stops us
+                log.info("cannot fence stale brokers: %s", exc)
+                await clock.sleep(self.heartbeats.session_timeout_ms / 1000)
+                continue
+            if fenced:
+                log.warning("fenced broker(s) %s: no heartbeat for %d ms", fenced,
+                            self.heartbeats.session_timeout_ms)
+
+    async def close(self) -> None:
+        if self._session_expiry is not None:
+            self._session_expiry.cancel()
+            await asyncio.gather(self._session_expiry, return_exceptions=True)
+            self._session_expiry = None
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """A block of producer ids for a broker: (first id, count)."""
         async with self._lock:
             self._check_active()
+            registration = self.image.brokers.get(broker_id)
+            if registration is None or registration.epoch != broker_epoch:
+                raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                                 f"Broker {broker_id} has no registration at epoch "
+                                 f"{broker_epoch}.")
             block, records = self.state.allocate_producer_ids(self.image, broker_id,
                                                               broker_epoch)
             await self._commit(records)

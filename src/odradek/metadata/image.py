@@ -217,10 +217,13 @@ class MetadataDelta:
         if reg is None:
             return
         changes: dict[str, Any] = {}
-        if r.fenced in (0, 1):  # -1 = no change; 1 fenced; 0 unfenced
-            changes["fenced"] = bool(r.fenced)
-        if r.in_controlled_shutdown in (0, 1):
-            changes["in_controlled_shutdown"] = bool(r.in_controlled_shutdown)
+        # Kafka's BrokerRegistrationFencingChange: 1 fence, -1 unfence, 0 (default) no change.
+        if r.fenced in (1, -1):
+            changes["fenced"] = r.fenced == 1
+        # BrokerRegistrationInControlledShutdownChange: 1 enters it, 0 (default) no change;
+        # only a new registration leaves it.
+        if r.in_controlled_shutdown == 1:
+            changes["in_controlled_shutdown"] = True
         if changes:
             brokers[r.broker_id] = replace(reg, **changes)
 

@@ -23,6 +23,7 @@ from odradek.server.handlers import sasl
 
 if TYPE_CHECKING:
     from odradek.server.handlers.admin import AdminApis
+    from odradek.server.handlers.controller import ControllerApis
     from odradek.server.handlers.fetch import FetchApis
     from odradek.server.handlers.groups import GroupApis
     from odradek.server.handlers.metadata import MetadataApis
@@ -52,6 +53,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
     52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
     60: 0,  # DescribeCluster
+    62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
@@ -103,8 +105,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
     }
 
 
-def controller_handler_table(*, metadata: MetadataApis,
-                             raft: RaftApis) -> dict[int, Handler]:
+def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
+                             controller: ControllerApis) -> dict[int, Handler]:
     """The handler of every API served on controller listeners."""
     return {
         1: raft.fetch,
@@ -116,6 +118,9 @@ def controller_handler_table(*, metadata: MetadataApis,
         54: raft.end_quorum_epoch,
         55: raft.describe_quorum,
         60: metadata.describe_cluster,
+        62: controller.broker_registration,
+        63: controller.broker_heartbeat,
+        67: controller.allocate_producer_ids,
     }
 
 

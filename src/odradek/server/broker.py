@@ -7,10 +7,13 @@ we host, then open the listeners.
 With several voters in `controller.quorum.voters` the listeners open before the quorum has a
 leader (the voters elect one over their controller listeners), and the node then waits until its
 image has caught up with the leader's. Only the active controller (the quorum leader) runs
-controller operations: the first one bootstraps metadata.version. Brokers register through the
-active controller; until the BrokerRegistration RPC exists, a combined node registers itself
-only when (and each time) it becomes the active controller, and the others do not register. SIGTERM/SIGINT shut down cleanly: listeners closed, in-flight
-requests finished, logs flushed, checkpoints and clean-shutdown markers written.
+controller operations: the first one bootstraps metadata.version. Every broker registers with the
+active controller and heartbeats to it (`BrokerLifecycleManager`; in-process when this node is
+the active controller), and start-up ends once the controller has unfenced it.
+
+SIGTERM/SIGINT shut down cleanly: a controlled shutdown first (the controller moves this broker's
+leaderships away), then listeners closed, in-flight requests finished, logs flushed, checkpoints
+and clean-shutdown markers written.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ import os
 import signal
 import socket
 import time
-import uuid
 from typing import Any
 
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.controller.quorum_controller import QuorumController
@@ -32,7 +35,8 @@ from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
-from odradek.protocol.errors import KafkaError
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft import RaftConfig
 from odradek.server.apis import (
     BROKER_LISTENER,
@@ -41,9 +45,11 @@ from odradek.server.apis import (
     controller_handler_table,
     handler_table,
 )
+from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.handlers.admin import AdminApis
+from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
 from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis, unsupported_api_versions_response
@@ -91,13 +97,14 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
         self.raft_channel: RaftChannel | None = None
-        self._network_started = asyncio.Event()
         self.replica_manager: ReplicaManager | None = None
         self.metadata_cache: MetadataCache | None = None
         self.controller: QuorumController | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
-        self.broker_epoch = -1
+        self.controller_apis: ControllerApis | None = None
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self.controller_channel: RaftChannel | None = None
         self._tasks: list[asyncio.Task] = []
         self.default_log_config: LogConfig = config.log_config()
 
@@ -141,16 +148,30 @@ class Broker:
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
             list_topic_configs=LIST_TOPIC_CONFIGS,
+            cluster_id=self.cluster_id,
+            session_timeout_ms=int(self.config.get("broker.session.timeout.ms")),
         )
+        self.controller_apis = ControllerApis(self.controller)
+        self.quorum.activation_listeners.append(self.controller.on_activation)
+        self.lifecycle = BrokerLifecycleManager(
+            self._registration, send=self._send_to_controller,
+            metadata_offset=lambda: self.image.offset,
+            heartbeat_interval_ms=int(self.config.get("broker.heartbeat.interval.ms")))
+        self.metadata_cache.subscribe(lambda image: self.lifecycle.on_metadata(image.offset))
         single_voter = self.quorum.is_single_voter
+        # Ports bound as 0 (tests) are only known once the listeners are open; otherwise a
+        # lone voter registers before it opens them, so its first clients find it registered.
+        register_first = single_voter and all(
+            listener.port != 0 for listener in self._listener_configs())
         if single_voter:
             # A lone voter leads at once: the same start as before Raft.
             await self.quorum.become_leader()
             await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
-            await self._register_broker()
         else:
             self.quorum.activation_listeners.append(self._on_activation)
             self.quorum.start()
+        if register_first:
+            await self._join_cluster()
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
                                               self.default_log_config)
         self.replica_manager.apply_image(self.image)
@@ -169,15 +190,13 @@ class Broker:
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
         )
         await self.network.start(self._listener_configs())
-        self._network_started.set()
-        # Ports bound as 0 (tests) are only known now: re-register with the real ones.
-        if single_voter and any(listener.port == 0 for listener in self._listener_configs()):
-            await self._register_broker()
         if not single_voter:
             log.info("node %d: waiting for the metadata quorum to elect a leader",
                      self.node_id)
             await self.quorum.wait_until_caught_up()
             log.info("node %d: metadata caught up (%r)", self.node_id, self.quorum.raft)
+        if not register_first:
+            await self._join_cluster()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._housekeeping()))
         log.info("Odradek broker %d started (cluster %s) listening on %s", self.node_id,
@@ -202,6 +221,11 @@ class Broker:
                  if node_id != self.node_id},
                 request_timeout_ms=raft_config.request_timeout_ms)
             send = self.raft_channel.send
+            # The lifecycle's own connections: heartbeats never wait behind a Raft Fetch.
+            self.controller_channel = RaftChannel(
+                self.node_id, self.raft_channel.endpoints,
+                request_timeout_ms=raft_config.request_timeout_ms,
+                client_id=f"broker-lifecycle-{self.node_id}")
         return MetadataQuorum(metadata_log, self.node_id, voters=voter_ids,
                               cluster_id=self.cluster_id, raft_config=raft_config, send=send)
 
@@ -216,14 +240,9 @@ class Broker:
             self._tasks.append(asyncio.get_running_loop().create_task(self._claim_controller()))
 
     async def _claim_controller(self) -> None:
-        """The first leader bootstraps metadata.version; every new active controller registers
-        its own broker (see the module docstring: the others cannot register yet)."""
-        await self._network_started.wait()
+        """The first active controller bootstraps metadata.version."""
         try:
             await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)  # type: ignore[union-attr]
-            await self._register_broker()
-            log.info("node %d: active controller, broker registered (epoch %d)", self.node_id,
-                     self.broker_epoch)
         except KafkaError as exc:
             log.warning("node %d: lost the leadership while taking over as controller: %s",
                         self.node_id, exc)
@@ -240,20 +259,51 @@ class Broker:
                                security_protocol=e.security_protocol)
                 for e in self.config.listeners]
 
-    async def _register_broker(self) -> None:
+    async def _join_cluster(self) -> None:
+        """Register with the active controller and wait until it unfences this broker."""
+        self.lifecycle.start()
+        await self.lifecycle.wait_until_registered()
+        await self.lifecycle.wait_until_unfenced()
+        log.info("node %d: registered and unfenced (broker epoch %d)", self.node_id,
+                 self.broker_epoch)
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
+    def _registration(self) -> BrokerRegistrationRequest:
         bound = self.network.bound_ports if self.network else {}
         endpoints = []
         for adv in self.config.advertised_listeners:
             port = adv.port or bound.get(adv.name, 0)
             host = adv.host or socket.getfqdn()
             endpoints.append((adv.name, host, port, adv.security_protocol_id))
-        self.broker_epoch = await self.controller.register_broker(  # type: ignore[union-attr]
-            self.node_id, uuid.uuid4(), endpoints, self.config.get("broker.rack"),
-            self.supported_features)
+        return BrokerRegistrationRequest(
+            broker_id=self.node_id, cluster_id=self.cluster_id,
+            incarnation_id=self.lifecycle.incarnation_id,  # type: ignore[union-attr]
+            endpoints=endpoints, features=self.supported_features,
+            rack=self.config.get("broker.rack"))
+
+    async def _send_to_controller(self, request: Any, api_version: int) -> Any:
+        """A request to the active controller: answered in-process when that is this node,
+        else over the controller channel to the quorum's leader."""
+        leader = self.quorum.leader_id if self.quorum is not None else None
+        if leader is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller is known yet")
+        if leader == self.node_id:
+            return await self.controller_apis.local_handler(request)(None, request)  # type: ignore[union-attr]
+        if self.controller_channel is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"the controller {leader} has no known endpoint")
+        return await self.controller_channel.send(leader, request, api_version=api_version)
 
     async def _allocate_producer_ids(self) -> tuple[int, int]:
-        return await self.controller.allocate_producer_ids(  # type: ignore[union-attr]
-            self.node_id, self.broker_epoch)
+        response = await self._send_to_controller(
+            m.AllocateProducerIdsRequest(broker_id=self.node_id,
+                                         broker_epoch=self.broker_epoch), 0)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(response.error_code)
+        return response.producer_id_start, response.producer_id_len
 
     async def _housekeeping(self) -> None:
         """Periodic log work (retention, flushes, checkpoints, delayed deletions): the log
@@ -268,6 +318,14 @@ class Broker:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.lifecycle is not None:
+            if not self.lifecycle.fenced:
+                # Leaderships move to other replicas while this broker still serves.
+                await self.lifecycle.controlled_shutdown(
+                    int(self.config.get("broker.session.timeout.ms")) / 1000)
+            await self.lifecycle.close()
+        if self.controller is not None:
+            await self.controller.close()
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
         if self.replica_manager is not None:  # long-polling fetches answer now
@@ -280,6 +338,8 @@ class Broker:
             await self.quorum.close()
         if self.raft_channel is not None:
             await self.raft_channel.close()
+        if self.controller_channel is not None:
+            await self.controller_channel.close()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("Odradek broker %d shut down", self.node_id)
@@ -299,7 +359,8 @@ class Broker:
             supported_features=self.supported_features,
             create_topics=controller.create_topics,
             auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")))
-        self.apis.bind(controller_handler_table(metadata=metadata, raft=raft),
+        self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
+                                                controller=self.controller_apis),  # type: ignore[arg-type]
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=metadata,

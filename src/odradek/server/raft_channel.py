@@ -1,4 +1,6 @@
-"""The network side of the metadata quorum: Raft requests to the other voters.
+"""The network side of the metadata quorum: requests to the voters' controller listeners
+(Raft's, and the broker lifecycle's on a separate channel so heartbeats never queue behind a
+long-polling Fetch).
 
 One `odradek.client.connection.Connection` per voter, to its `controller.quorum.voters`
 endpoint (Kafka's controllers use the same NetworkClient as its clients). A request goes out at
@@ -31,8 +33,10 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 
 class RaftChannel:
     def __init__(self, node_id: int, endpoints: Mapping[int, tuple[str, int]], *,
-                 request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK) -> None:
+                 request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK,
+                 client_id: str | None = None) -> None:
         self.node_id = node_id
+        self.client_id = client_id or f"raft-client-{node_id}"
         self.endpoints = dict(endpoints)
         self.request_timeout_ms = request_timeout_ms
         self.clock = clock
@@ -42,11 +46,14 @@ class RaftChannel:
         self._reconnect_backoff_ms: dict[int, int] = {}
         self._closed = False
 
-    async def send(self, destination: int, request: m.Message) -> m.Message:
-        """Sends `request` to voter `destination` and returns its answer; raises
-        KafkaConnectionError (or a timeout) if it cannot be delivered or answered."""
+    async def send(self, destination: int, request: m.Message,
+                   api_version: int | None = None) -> m.Message:
+        """Sends `request` to voter `destination` (at `api_version`, by default the version
+        Raft encodes it at) and returns its answer; raises KafkaConnectionError (or a timeout)
+        if it cannot be delivered or answered."""
         connection = await self._connection(destination)
-        return await connection.send(request, api_version=API_VERSIONS[type(request)],
+        version = API_VERSIONS[type(request)] if api_version is None else api_version
+        return await connection.send(request, api_version=version,
                                      timeout_ms=self.request_timeout_ms)
 
     async def _connection(self, destination: int) -> Connection:
@@ -67,7 +74,7 @@ class RaftChannel:
                 raise KafkaConnectionError(f"voter {destination} has no known endpoint")
             host, port = endpoint
             connection = Connection(host, port, node_id=destination,
-                                    client_id=f"raft-client-{self.node_id}",
+                                    client_id=self.client_id,
                                     request_timeout_ms=self.request_timeout_ms,
                                     connect_timeout_ms=self.request_timeout_ms)
             try:
