@@ -58,10 +58,9 @@ def partitions(cluster: QuorumCluster, topic: str, asked: int = 1) -> dict[int, 
 
 
 def create(cluster: QuorumCluster, name: str, **kwargs) -> None:
-    """CreateTopics on the active controller's broker listener."""
+    """CreateTopics sent to a broker-only node: it forwards it to the active controller."""
     def created() -> bool:
-        leader_id, _epoch = cluster.wait_for_leader(SETTLE_S)
-        error = cluster.nodes[leader_id].create_topic(name, **kwargs)
+        error = cluster.nodes[5].create_topic(name, **kwargs)
         assert error in (ErrorCode.NONE.code, ErrorCode.NOT_CONTROLLER.code), error
         return error == ErrorCode.NONE.code
     wait_until(created, SETTLE_S, interval=0.2, message=f"CreateTopics {name}")

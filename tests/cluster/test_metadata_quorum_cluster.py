@@ -71,8 +71,11 @@ def test_a_topic_created_on_the_leader_reaches_the_followers_images(cluster):
         # A follower's own broker listener answers from its own metadata image.
         wait_until(lambda f=follower: "replicated-1" in f.topic_names(), SETTLE_S,
                    message=f"the topic in node {follower.node_id}'s image")
-        # Admin requests on a follower are refused (no forwarding yet).
-        assert follower.create_topic("refused-on-follower") == ErrorCode.NOT_CONTROLLER.code
+    # Admin requests sent to a follower are forwarded to the active controller.
+    follower = followers[0]
+    assert follower.create_topic("forwarded-by-follower") == ErrorCode.NONE.code
+    assert follower.create_topic("forwarded-by-follower") == (
+        ErrorCode.TOPIC_ALREADY_EXISTS.code)
     leader = cluster.nodes[leader_id]
 
     def followers_caught_up() -> bool:
@@ -81,7 +84,7 @@ def test_a_topic_created_on_the_leader_reaches_the_followers_images(cluster):
             view.voter_end_offsets[node_id] == view.high_watermark for node_id in (1, 2, 3))
 
     wait_until(followers_caught_up, SETTLE_S, message="every voter at the high watermark")
-    assert all("refused-on-follower" not in node.topic_names()
+    assert all("forwarded-by-follower" in node.topic_names()
                for node in cluster.nodes.values())
 
 

@@ -39,6 +39,7 @@ from odradek.server.broker import METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
 from odradek.server.config import KafkaConfig
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.forwarding import EnvelopeApis
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -201,7 +202,9 @@ class HandlerNode:
         self.raft_apis = RaftApis(self.quorum)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
-            controller=ControllerApis(self.controller)),
+            controller=ControllerApis(self.controller),
+            envelope=EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
+                api_key, version, BROKER_LISTENER))),
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,

@@ -22,6 +22,7 @@ from odradek.protocol.messages import API_BY_KEY
 from odradek.server.handlers import sasl
 
 if TYPE_CHECKING:
+    from odradek.server.forwarding import EnvelopeApis
     from odradek.server.handlers.admin import AdminApis
     from odradek.server.handlers.controller import ControllerApis
     from odradek.server.handlers.fetch import FetchApis
@@ -53,6 +54,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
     52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
     60: 0,  # DescribeCluster
+    58: 0,  # Envelope: admin requests forwarded by brokers
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -106,7 +108,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
-                             controller: ControllerApis) -> dict[int, Handler]:
+                             controller: ControllerApis,
+                             envelope: EnvelopeApis) -> dict[int, Handler]:
     """The handler of every API served on controller listeners."""
     return {
         1: raft.fetch,
@@ -117,6 +120,7 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         53: raft.begin_quorum_epoch,
         54: raft.end_quorum_epoch,
         55: raft.describe_quorum,
+        58: envelope.envelope,
         60: metadata.describe_cluster,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,

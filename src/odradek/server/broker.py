@@ -19,6 +19,7 @@ and clean-shutdown markers written.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -48,6 +49,7 @@ from odradek.server.apis import (
 from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.forwarding import FORWARDED_APIS, EnvelopeApis, ForwardingManager
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -352,29 +354,35 @@ class Broker:
         assert cache is not None and controller is not None and replica_manager is not None
         assert self.quorum is not None
         raft = RaftApis(self.quorum)
+        forwarding = ForwardingManager(self.node_id, self.quorum, self.controller_channel)
+        create_topics = functools.partial(forwarding.create_topics, controller.create_topics)
         metadata = MetadataApis(
             cache=cache, apis=self.apis, cluster_id=self.cluster_id,
             controller_id=self.controller_id, listener_kind=self.listener_kind,
             controller_endpoints=self.controller_endpoints,
             supported_features=self.supported_features,
-            create_topics=controller.create_topics,
+            create_topics=create_topics,
             auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")))
+        envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
+            api_key, version, BROKER_LISTENER))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
-                                                controller=self.controller_apis),  # type: ignore[arg-type]
+                                                controller=self.controller_apis,  # type: ignore[arg-type]
+                                                envelope=envelope),
                        CONTROLLER_LISTENER)
-        self.apis.bind(handler_table(
+        handlers = handler_table(
             metadata=metadata,
             produce=ProduceApis(replica_manager),
             fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
-                             cache, OffsetsTopicCreator(self.config, cache,
-                                                        controller.create_topics)),
+                             cache, OffsetsTopicCreator(self.config, cache, create_topics)),
             admin=AdminApis(node_id=self.node_id, config=self.config,
                             default_log_config=self.default_log_config, cache=cache,
                             controller=controller, replica_manager=replica_manager),
             producer_ids=ProducerIdApis(self.producer_ids),
             raft=raft,
-        ))
+        )
+        self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
+                        else handler for api_key, handler in handlers.items()})
 
     def listener_kind(self, listener_name: str) -> str:
         """Whether a listener is a controller listener (which serves only controller APIs)."""

@@ -98,9 +98,11 @@ class MetadataApis:
         out = {}
         for name, res in zip(names, results):
             if res.error == ErrorCode.NONE:
-                # Kafka answers LEADER_NOT_AVAILABLE until the new topic is fully visible; here
-                # it is visible at once (the create returns once committed), so the caller
-                # reads it from the new image.
+                # Created: on the active controller the new image has it at once (the create
+                # returns once committed) and the caller reads it from there; a broker that
+                # forwarded the create may not have replayed it yet, and answers as Kafka
+                # does until it has.
+                out[name] = ErrorCode.LEADER_NOT_AVAILABLE
                 continue
             out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                          if res.error == ErrorCode.TOPIC_ALREADY_EXISTS else res.error)
