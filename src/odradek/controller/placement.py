@@ -40,49 +40,60 @@ class UsableBroker:
 
 
 @dataclass
-class _BrokerRing:
-    """Brokers visited round-robin; each broker is returned at most once per epoch."""
-
-    brokers: list[int] = field(default_factory=list)
-    index: int = 0  # brokers returned in the current epoch
-    offset: int = 0
-    epoch: int = 0
-
-    def initialize(self, rng: random.Random, previous_offset: int | None = None) -> None:
-        if self.brokers:
-            self.brokers.sort()
-            if previous_offset is None:
-                self.offset = rng.randrange(len(self.brokers))
-            else:
-                self.offset = (previous_offset + 1) % len(self.brokers)
-
-    def next(self, epoch: int) -> int | None:
-        if not self.brokers:
-            return None
-        if self.epoch != epoch:
-            # A new partition: start one broker further than the last one started at.
-            self.epoch = epoch
-            self.index = 0
-            self.offset = (self.offset + 1) % len(self.brokers)
-        if self.index >= len(self.brokers):
-            return None
-        broker = self.brokers[(self.index + self.offset) % len(self.brokers)]
-        self.index += 1
-        return broker
-
-
-@dataclass
 class _Rack:
-    unfenced: _BrokerRing = field(default_factory=_BrokerRing)
-    fenced: _BrokerRing = field(default_factory=_BrokerRing)
+    """A rack's brokers, handed out round-robin, each at most once per partition (epoch).
 
-    def next_unfenced(self, epoch: int) -> int | None:
-        return self.unfenced.next(epoch)
+    Kafka keeps one offset per broker list, advanced once per partition that visits the rack,
+    so the broker a rack offers as leader depends on how many partitions visited it in
+    between: with 2 racks of 2 brokers, rack A leads every other partition and offers the same
+    broker each time, and half the brokers never lead. Here the leader offset advances only
+    when the rack gives a leader and the follower offset only when it gives followers, so both
+    rotate over all of the rack's brokers.
+    """
+
+    unfenced: list[int] = field(default_factory=list)
+    fenced: list[int] = field(default_factory=list)
+    leader_offset: int = 0
+    follower_offset: int = 0
+    fenced_offset: int = 0
+    # the partition being placed, and what it has drawn from this rack so far
+    epoch: int = -1
+    start: int = 0
+    drawn_unfenced: int = 0
+    drawn_fenced: int = 0
+
+    def _begin(self, epoch: int, start: int) -> None:
+        self.epoch = epoch
+        self.start = start
+        self.drawn_unfenced = 0
+        self.drawn_fenced = 0
+
+    def next_leader(self, epoch: int) -> int | None:
+        """The leader of a new partition: the first draw of the epoch, unfenced."""
+        if not self.unfenced:
+            return None
+        self._begin(epoch, self.leader_offset)
+        self.leader_offset = (self.leader_offset + 1) % len(self.unfenced)
+        return self.next(epoch)
 
     def next(self, epoch: int) -> int | None:
-        """The next unfenced broker, else the next fenced one (fenced only as a last resort)."""
-        broker = self.unfenced.next(epoch)
-        return broker if broker is not None else self.fenced.next(epoch)
+        """The next broker of this rack for the partition: unfenced ones first, fenced ones
+        only once those are all taken; None when the rack has nothing left."""
+        if self.epoch != epoch:
+            self._begin(epoch, self.follower_offset)
+            if self.unfenced:
+                self.follower_offset = (self.follower_offset + 1) % len(self.unfenced)
+        if self.drawn_unfenced < len(self.unfenced):
+            broker = self.unfenced[(self.start + self.drawn_unfenced) % len(self.unfenced)]
+            self.drawn_unfenced += 1
+            return broker
+        if self.drawn_fenced < len(self.fenced):
+            if self.drawn_fenced == 0:
+                self.fenced_offset = (self.fenced_offset + 1) % len(self.fenced)
+            broker = self.fenced[(self.fenced_offset + self.drawn_fenced) % len(self.fenced)]
+            self.drawn_fenced += 1
+            return broker
+        return None
 
 
 def _rack_key(rack: str | None) -> tuple[bool, str]:
@@ -100,24 +111,26 @@ class StripedReplicaPlacer:
         for broker in brokers:
             rack_of[broker.broker_id] = broker.rack
             rack = self.racks.setdefault(broker.rack, _Rack())
-            (rack.fenced if broker.fenced else rack.unfenced).brokers.append(broker.broker_id)
+            (rack.fenced if broker.fenced else rack.unfenced).append(broker.broker_id)
         self.num_brokers = len(rack_of)
-        self.num_unfenced = sum(len(r.unfenced.brokers) for r in self.racks.values())
+        self.num_unfenced = sum(len(r.unfenced) for r in self.racks.values())
         for name, rack in self.racks.items():
-            rack.fenced.initialize(rng)
-            rack.unfenced.initialize(rng, _previous_broker_offset(
-                rack_of, existing, name, sorted(rack.unfenced.brokers)))
+            rack.unfenced.sort()
+            rack.fenced.sort()
+            _initialize_offsets(rng, rack, name, rack_of, existing)
         self.rack_names = sorted(self.racks, key=_rack_key)
         previous_rack = _previous_rack_offset(rack_of, existing, self.rack_names)
         if previous_rack is not None:
             self.offset = (previous_rack + 1) % len(self.rack_names)
         else:
             self.offset = rng.randrange(len(self.rack_names)) if self.rack_names else 0
-        # Kafka resets its iteration epoch to 0 after a shuffle; a ring not visited since
-        # would then mistake the new epoch for its old one and resume a stale index. Here the
-        # epoch only grows, and a separate count decides when to shuffle.
+        # Kafka resets its iteration epoch to 0 after a shuffle, so a rack not visited since
+        # could mistake the new epoch for its old one and resume a stale draw. Here the epoch
+        # only grows, and a separate count decides when to shuffle.
         self.epoch = 0
-        self.placed_since_shuffle = 0
+        # Rounds (one partition led by each unfenced broker) count the topic's existing
+        # partitions too, so added partitions complete the current round before a shuffle.
+        self.placed_since_shuffle = len(existing) % self.num_unfenced if self.num_unfenced else 0
 
     def check(self, replication_factor: int) -> None:
         """Raises PlacementError, with Kafka's message, when no placement is possible."""
@@ -145,7 +158,7 @@ class StripedReplicaPlacer:
         names = self.rack_names
         first_rack = self.offset
         while True:  # the leader: the first unfenced broker from the offset rack on
-            leader = self.racks[names[first_rack]].next_unfenced(epoch)
+            leader = self.racks[names[first_rack]].next_leader(epoch)
             if leader is not None:
                 break
             first_rack = (first_rack + 1) % len(names)
@@ -175,8 +188,8 @@ class StripedReplicaPlacer:
     def _shuffle(self) -> None:
         self.rng.shuffle(self.rack_names)
         for rack in self.racks.values():
-            self.rng.shuffle(rack.unfenced.brokers)
-            self.rng.shuffle(rack.fenced.brokers)
+            self.rng.shuffle(rack.unfenced)
+            self.rng.shuffle(rack.fenced)
 
 
 def _previous_rack_offset(rack_of: dict[int, str | None], existing: Sequence[Sequence[int]],
@@ -190,15 +203,34 @@ def _previous_rack_offset(rack_of: dict[int, str | None], existing: Sequence[Seq
     return rack_names.index(rack_of[last_leader])
 
 
-def _previous_broker_offset(rack_of: dict[int, str | None], existing: Sequence[Sequence[int]],
-                            rack: str | None, unfenced: list[int]) -> int | None:
-    """The position, among this rack's sorted unfenced brokers, of the rack's broker in the
-    topic's latest partition placed on the rack, if known."""
+def _initialize_offsets(rng: random.Random, rack: _Rack, name: str | None,
+                        rack_of: dict[int, str | None],
+                        existing: Sequence[Sequence[int]]) -> None:
+    """Random start offsets; for a topic that has partitions, the rack's leader and follower
+    offsets continue after the brokers it gave the topic's latest partitions (as Kafka's
+    placer continues after the rack's latest broker)."""
+    if rack.unfenced:
+        rack.leader_offset = rng.randrange(len(rack.unfenced))
+        rack.follower_offset = rng.randrange(len(rack.unfenced))
+    if rack.fenced:
+        rack.fenced_offset = rng.randrange(len(rack.fenced))
+    leader_found = follower_found = False
     for replicas in reversed(existing):
-        for broker in replicas:
-            if broker in rack_of and rack_of[broker] == rack:
-                return unfenced.index(broker) if broker in unfenced else None
-    return None
+        for position, broker in enumerate(replicas):
+            if rack_of.get(broker, _NO_RACK) != name or broker not in rack.unfenced:
+                continue
+            following = rack.unfenced.index(broker) + 1
+            if position == 0 and not leader_found:
+                rack.leader_offset = following % len(rack.unfenced)
+                leader_found = True
+            elif position > 0 and not follower_found:
+                rack.follower_offset = following % len(rack.unfenced)
+                follower_found = True
+        if leader_found and follower_found:
+            return
+
+
+_NO_RACK = object()  # a broker missing from rack_of matches no rack, not even None
 
 
 def place_replicas(rng: random.Random, brokers: Iterable[UsableBroker], num_partitions: int,
