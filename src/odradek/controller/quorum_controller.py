@@ -23,6 +23,11 @@ from typing import Any
 
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
+from odradek.controller.replication_control import (
+    ConfigLookup,
+    ElectionResults,
+    elect_leaders,
+)
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -155,6 +160,20 @@ class QuorumController:
                 return result
         except KafkaError as exc:
             return _failed(exc)
+
+    async def elect_leaders(self, election_type: int,
+                            topic_partitions: Sequence[tuple[str, Sequence[int]]] | None, *,
+                            broker_config: ConfigLookup | None = None) -> ElectionResults:
+        """ElectLeaders (None: every partition). A failure of the whole request (not the active
+        controller, unknown election type) raises KafkaError."""
+        if topic_partitions is not None and not topic_partitions:
+            return []  # nothing asked (None would mean everything)
+        async with self._lock:
+            self._check_active()
+            results, records = elect_leaders(self.image, election_type, topic_partitions,
+                                             broker_config=broker_config)
+            await self._commit(records)
+            return results
 
 
 def _failed(exc: KafkaError) -> OpResult:

@@ -674,7 +674,8 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
 
 __all__ = [
     "ELECTION_PREFERRED", "ELECTION_UNCLEAN", "ELR_FEATURE", "MAX_ELECTIONS_PER_IMBALANCE",
-    "RECOVERED", "RECOVERING", "Election", "PartitionChangeBuilder", "PartitionElection",
+    "RECOVERED", "RECOVERING", "ConfigLookup", "Election", "ElectionResults",
+    "PartitionChangeBuilder", "PartitionElection",
     "alter_partition", "balance_partition_leaders", "effective_min_isr", "elect_leaders",
     "elr_enabled", "handle_broker_controlled_shutdown", "handle_broker_fenced",
     "handle_broker_unclean_shutdown", "handle_broker_unfenced", "handle_broker_unregistered",
