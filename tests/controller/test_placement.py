@@ -223,3 +223,28 @@ def test_create_partitions_keeps_leaders_balanced_and_racks_spread():
         for p in parts.values():
             assert len({racks[r - 1] for r in p.replicas}) == 2
             assert p.leader != NO_LEADER
+
+
+def test_random_clusters_always_get_valid_placements():
+    fuzz = random.Random(2024)
+    for _ in range(400):
+        n = fuzz.randint(3, 6)
+        racks = [fuzz.choice([None, "a", "b", "c"]) for _ in range(n)]
+        if fuzz.random() < 0.3:
+            racks = [None] * n
+        fenced = tuple(b for b in range(1, n + 1) if fuzz.random() < 0.3)
+        if len(fenced) == n:
+            fenced = fenced[1:]
+        rf = fuzz.randint(1, n)
+        partitions = fuzz.randint(1, 20)
+        rack_of = dict(enumerate(racks, start=1))
+        placement = place_replicas(random.Random(fuzz.random()), brokers(racks, fenced),
+                                   partitions, rf)
+        assert len(placement) == partitions
+        for replicas in placement:
+            assert len(replicas) == rf and len(set(replicas)) == rf
+            assert replicas[0] not in fenced
+            assert len({rack_of[r] for r in replicas}) == min(rf, len(set(racks)))
+            # fenced brokers only where the unfenced ones cannot fill the partition
+            if rf <= n - len(fenced) and len(set(racks)) == 1:
+                assert not set(fenced) & set(replicas)

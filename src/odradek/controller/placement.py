@@ -4,19 +4,23 @@ Goals, in order (as Kafka's placer states them):
 1. spread each partition's replicas over distinct racks (a no-op when no broker has
    `broker.rack`);
 2. spread replicas, and above all leaders, evenly over the brokers;
-3. prefer unfenced brokers: a fenced broker only gets a (follower) replica when the unfenced
-   ones are not enough.
+3. prefer unfenced brokers: within a rack, a fenced broker only gets a (follower) replica
+   once the rack's unfenced brokers are all taken by the partition (as in Kafka, spreading
+   over racks comes first).
 Constraints: no broker holds two replicas of a partition, and every leader (first replica) is
 unfenced.
 
-Racks are visited round-robin from an offset that advances by one per partition, and within a
-rack brokers are visited round-robin too, from an offset that also advances per partition: the
-characteristic "striped" pattern (racks A, B, C: partition 0 on A0 B0 C0, partition 1 on
-B1 C1 A1...). Start offsets are random (the rng is injected, so tests are deterministic); once
-as many partitions as there are unfenced brokers have been placed, racks and brokers are
-shuffled so that the next round does not repeat the same replica sets. When partitions are
-added to an existing topic, the offsets continue from the topic's last partition, so leaders
-keep rotating instead of restarting at a random broker.
+Racks are visited round-robin from an offset that advances by one per partition (the leader
+comes from the first rack, from that offset on, with an unfenced broker; followers from the
+next racks): the characteristic "striped" pattern (racks A, B, C: partition 0 on A0 B0 C0,
+partition 1 on B1 C1 A1...). Within a rack brokers are handed out round-robin too; unlike
+Kafka, a rack keeps separate offsets for the leaders and the followers it gives, so leaders
+rotate over all of a rack's brokers whatever the number of racks (see `_Rack`). Start offsets
+are random (the rng is injected, so tests are deterministic); once as many partitions as there
+are unfenced brokers have been placed, racks and brokers are shuffled so that the next round
+does not repeat the same replica sets. When partitions are added to an existing topic, the
+offsets continue after the topic's latest partitions, so leaders keep rotating instead of
+restarting at a random broker.
 """
 
 from __future__ import annotations
