@@ -25,6 +25,7 @@ from typing import Any
 
 from odradek.clock import Clock
 from odradek.controller import replication_control
+from odradek.controller.replication_control import ConfigLookup
 from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -96,8 +97,8 @@ class BrokerHeartbeatManager:
 
 
 def registration_records(image: MetadataImage, request: BrokerRegistrationRequest,
-                         epoch: int, cluster_id: str,
-                         heartbeats: BrokerHeartbeatManager) -> list[Any]:
+                         epoch: int, cluster_id: str, heartbeats: BrokerHeartbeatManager,
+                         broker_config: ConfigLookup | None = None) -> list[Any]:
     """The records of a (re-)registration at broker epoch `epoch`; KafkaError if refused."""
     if request.cluster_id != cluster_id:
         raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -121,7 +122,8 @@ def registration_records(image: MetadataImage, request: BrokerRegistrationReques
         if not existing.fenced:
             # The broker restarted: whatever it held in ISRs and leaderships it may no longer
             # have (an unclean stop loses the log tail), so it gives them up first.
-            records.extend(_fence_records(image, request.broker_id, existing.epoch))
+            records.extend(_fence_records(image, request.broker_id, existing.epoch,
+                                          broker_config))
     records.append(m.RegisterBrokerRecord(
         broker_id=request.broker_id,
         incarnation_id=request.incarnation_id,
@@ -138,23 +140,26 @@ def registration_records(image: MetadataImage, request: BrokerRegistrationReques
     return records
 
 
-def _fence_records(image: MetadataImage, broker_id: int, epoch: int) -> list[Any]:
+def _fence_records(image: MetadataImage, broker_id: int, epoch: int,
+                   broker_config: ConfigLookup | None) -> list[Any]:
     return [m.BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch,
                                              fenced=FENCE),
-            *replication_control.handle_broker_fenced(image, broker_id)]
+            *replication_control.handle_broker_fenced(image, broker_id,
+                                                      broker_config=broker_config)]
 
 
-def fence_records(image: MetadataImage, broker_id: int) -> list[Any]:
+def fence_records(image: MetadataImage, broker_id: int,
+                  broker_config: ConfigLookup | None = None) -> list[Any]:
     """Fence a registered, unfenced broker (its session expired, or it asked to be)."""
     reg = image.brokers.get(broker_id)
     if reg is None or reg.fenced:
         return []
-    return _fence_records(image, broker_id, reg.epoch)
+    return _fence_records(image, broker_id, reg.epoch, broker_config)
 
 
 def heartbeat(image: MetadataImage, broker_id: int, broker_epoch: int, metadata_offset: int,
-              want_fence: bool, want_shutdown: bool,
-              controlled_shutdown_offset: int | None) -> tuple[list[Any], HeartbeatReply]:
+              want_fence: bool, want_shutdown: bool, controlled_shutdown_offset: int | None,
+              broker_config: ConfigLookup | None = None) -> tuple[list[Any], HeartbeatReply]:
     """The records a heartbeat causes and the reply it gets once they are committed (Kafka's
     BrokerHeartbeatManager.calculateNextBrokerState). `controlled_shutdown_offset`: the offset
     of the records that put the broker in controlled shutdown, if the controller knows it."""
@@ -176,23 +181,26 @@ def heartbeat(image: MetadataImage, broker_id: int, broker_epoch: int, metadata_
             records = [m.BrokerRegistrationChangeRecord(broker_id=broker_id,
                                                         broker_epoch=reg.epoch,
                                                         fenced=UNFENCE),
-                       *replication_control.handle_broker_unfenced(image, broker_id)]
+                       *replication_control.handle_broker_unfenced(
+                           image, broker_id, broker_config=broker_config)]
             fenced = False
     elif want_fence:
-        records, fenced = _fence_records(image, broker_id, reg.epoch), True
+        records, fenced = _fence_records(image, broker_id, reg.epoch, broker_config), True
     elif want_shutdown:
         if not shutting_down:
             records = [m.BrokerRegistrationChangeRecord(
                 broker_id=broker_id, broker_epoch=reg.epoch,
                 in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN),
-                *replication_control.handle_broker_controlled_shutdown(image, broker_id)]
+                *replication_control.handle_broker_controlled_shutdown(
+                    image, broker_id, broker_config=broker_config)]
             shutting_down = True
         elif (not leads_partitions(image, broker_id)
               and controlled_shutdown_offset is not None
               and metadata_offset >= controlled_shutdown_offset):
             # It leads nothing and has seen that: it may go. Fenced now, not after its
             # session expires, so nothing waits for it meanwhile.
-            records, fenced, shut_down = _fence_records(image, broker_id, reg.epoch), True, True
+            records = _fence_records(image, broker_id, reg.epoch, broker_config)
+            fenced = shut_down = True
     return records, HeartbeatReply(is_caught_up=caught_up, is_fenced=fenced,
                                    in_controlled_shutdown=shutting_down,
                                    should_shut_down=shut_down)

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.controller.placement import UsableBroker, place_replicas
 from odradek.metadata.image import (
+    NO_LEADER,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     MetadataDelta,
@@ -135,7 +137,7 @@ class ControllerState:
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{spec.name}' collides with existing topic: {other}",
             ), []
-        live = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
+        live = _unfenced_usable_brokers(image)
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
                 return OpResult.fail(
@@ -161,6 +163,12 @@ class ControllerState:
                         f"The manual partition assignment includes broker {unknown[0]}, "
                         "but no such broker is registered.",
                     ), []
+                if not _active_replicas(image, replicas):
+                    return OpResult.fail(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        "All brokers specified in the manual partition assignment for "
+                        f"partition {p} are fenced or in controlled shutdown.",
+                    ), []
         else:
             partitions = self.num_partitions if spec.num_partitions == -1 else spec.num_partitions
             rf = (
@@ -184,7 +192,7 @@ class ControllerState:
                     f"factor of {rf} cannot be reached because only {len(live)} broker(s) "
                     "are registered.",
                 ), []
-            assignment = self._place_replicas(live, 0, partitions, rf)
+            assignment = dict(enumerate(self._place_replicas(image, partitions, rf)))
         configs = {k: v for k, v in spec.configs.items() if v is not None}
         try:
             self.config_validator(configs)
@@ -198,7 +206,7 @@ class ControllerState:
                     resource_type=RESOURCE_TOPIC, resource_name=spec.name, name=key, value=value
                 )
             )
-        records.extend(self._partition_records(topic_id, assignment))
+        records.extend(self._partition_records(image, topic_id, assignment))
         rf_out = len(next(iter(assignment.values()))) if assignment else 0
         return OpResult(
             data={
@@ -209,44 +217,30 @@ class ControllerState:
             }
         ), records
 
-    def _place_replicas(
-        self, live: Sequence[int], first_partition: int, count: int, rf: int
-    ) -> dict[int, list[int]]:
-        """Striped placement like Kafka's: leaders rotate over brokers from a random start."""
-        start = self.rng.randrange(len(live))
-        shift = self.rng.randrange(len(live)) if len(live) > 1 else 0
-        out = {}
-        for i in range(count):
-            p = first_partition + i
-            leader_index = (start + p) % len(live)
-            replicas = [live[leader_index]]
-            for j in range(1, rf):
-                replicas.append(live[(leader_index + shift + j) % len(live)])
-            # Guarantee distinct replicas even when shift wraps onto the leader.
-            seen: list[int] = []
-            k = 0
-            for r in replicas:
-                while r in seen:
-                    k += 1
-                    r = live[(leader_index + k) % len(live)]
-                seen.append(r)
-            out[p] = seen
-        return out
+    def _place_replicas(self, image: MetadataImage, count: int, rf: int,
+                        existing: Sequence[Sequence[int]] = ()) -> list[list[int]]:
+        """Kafka's striped, rack-aware placement (see odradek.controller.placement); callers
+        have checked that there are at least `rf` unfenced brokers."""
+        return place_replicas(self.rng, usable_brokers(image), count, rf, existing)
 
     @staticmethod
-    def _partition_records(topic_id: uuid.UUID, assignment: Mapping[int, Sequence[int]]) -> list:
-        return [
-            m.PartitionRecord(
+    def _partition_records(image: MetadataImage, topic_id: uuid.UUID,
+                           assignment: Mapping[int, Sequence[int]]) -> list:
+        """New partitions, as Kafka registers them: the ISR holds the replicas that are
+        active (unfenced, not in controlled shutdown) and the first of them leads."""
+        records = []
+        for p, replicas in sorted(assignment.items()):
+            isr = _active_replicas(image, replicas)
+            records.append(m.PartitionRecord(
                 partition_id=p,
                 topic_id=topic_id,
                 replicas=list(replicas),
-                isr=list(replicas),
-                leader=replicas[0],
+                isr=isr,
+                leader=isr[0] if isr else NO_LEADER,
                 leader_epoch=0,
                 partition_epoch=0,
-            )
-            for p, replicas in sorted(assignment.items())
-        ]
+            ))
+        return records
 
     def delete_topics(
         self, image: MetadataImage, names: Iterable[str] = (), ids: Iterable[uuid.UUID] = ()
@@ -301,7 +295,7 @@ class ControllerState:
                 ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
             ), []
         rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-        live = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
+        live = _unfenced_usable_brokers(image)
         if assignments:
             if len(assignments) != count - current:
                 return OpResult.fail(
@@ -310,6 +304,13 @@ class ControllerState:
                     f"{len(assignments)} assignments provided.",
                 ), []
             new = {current + i: list(a) for i, a in enumerate(assignments)}
+            for p, replicas in new.items():
+                if not _active_replicas(image, replicas):
+                    return OpResult.fail(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        "All brokers specified in the manual partition assignment for "
+                        f"partition {p} are fenced or in controlled shutdown.",
+                    ), []
         else:
             if rf > len(live):
                 return OpResult.fail(
@@ -317,8 +318,10 @@ class ControllerState:
                     f"Unable to replicate the partition {rf} time(s): only {len(live)} broker(s) "
                     "are registered.",
                 ), []
-            new = self._place_replicas(live, current, count - current, rf)
-        return OpResult(), self._partition_records(topic.topic_id, new)
+            existing = [topic.partitions[p].replicas for p in sorted(topic.partitions)]
+            placed = self._place_replicas(image, count - current, rf, existing)
+            new = {current + i: replicas for i, replicas in enumerate(placed)}
+        return OpResult(), self._partition_records(image, topic.topic_id, new)
 
     # -- configs
     def alter_configs(
@@ -424,6 +427,28 @@ class ControllerState:
             broker_id=broker_id, broker_epoch=epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
         )
         return (first, PRODUCER_ID_BLOCK_SIZE), [record]
+
+
+def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
+    """Brokers new replicas may go to, as Kafka's: registered and not in controlled shutdown.
+    Fenced ones are included: the placer gives them a follower replica only where a rack's
+    unfenced brokers have run out for the partition."""
+    return [UsableBroker(b, reg.rack, reg.fenced)
+            for b, reg in sorted(image.brokers.items()) if not reg.in_controlled_shutdown]
+
+
+def _unfenced_usable_brokers(image: MetadataImage) -> list[int]:
+    return [b.broker_id for b in usable_brokers(image) if not b.fenced]
+
+
+def _active_replicas(image: MetadataImage, replicas: Sequence[int]) -> list[int]:
+    """The replicas that may be in an ISR and lead: unfenced, not in controlled shutdown."""
+    active = []
+    for r in replicas:
+        reg = image.brokers.get(r)
+        if reg is not None and not reg.fenced and not reg.in_controlled_shutdown:
+            active.append(r)
+    return active
 
 
 def replay_all(image: MetadataImage, records: Iterable[Any], offset: int = -1) -> MetadataImage:

@@ -27,6 +27,11 @@ from odradek.controller import cluster_control
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
+from odradek.controller.replication_control import (
+    ConfigLookup,
+    ElectionResults,
+    elect_leaders,
+)
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -37,8 +42,11 @@ class QuorumController:
     def __init__(self, quorum: MetadataQuorum, state: ControllerState, *,
                  is_dynamic_broker_config: Callable[[str], bool],
                  list_topic_configs: frozenset[str] | set[str], cluster_id: str = "",
-                 session_timeout_ms: int = 9000, clock: Clock = SYSTEM_CLOCK) -> None:
+                 session_timeout_ms: int = 9000, clock: Clock = SYSTEM_CLOCK,
+                 broker_config: ConfigLookup | None = None) -> None:
         self.quorum = quorum
+        # The static config under topic and dynamic configs (unclean.leader.election.enable...)
+        self.broker_config = broker_config
         self.cluster_id = cluster_id
         self.heartbeats = cluster_control.BrokerHeartbeatManager(session_timeout_ms, clock)
         # broker id -> the committed offset that put it in controlled shutdown
@@ -91,7 +99,8 @@ class QuorumController:
             self._check_active()
             epoch = self.quorum.log.log_end_offset  # the offset its record will have
             records = cluster_control.registration_records(
-                self.image, request, epoch, self.cluster_id, self.heartbeats)
+                self.image, request, epoch, self.cluster_id, self.heartbeats,
+                self.broker_config)
             await self._commit(records)
             self._controlled_shutdown_offsets.pop(request.broker_id, None)
             self.heartbeats.touch(request.broker_id)
@@ -106,7 +115,8 @@ class QuorumController:
             self._check_active()
             records, reply = cluster_control.heartbeat(
                 self.image, broker_id, broker_epoch, metadata_offset, want_fence,
-                want_shutdown, self._controlled_shutdown_offsets.get(broker_id))
+                want_shutdown, self._controlled_shutdown_offsets.get(broker_id),
+                self.broker_config)
             self.heartbeats.touch(broker_id)
             if records:
                 await self._commit(records)
@@ -127,7 +137,8 @@ class QuorumController:
             for broker_id in self.heartbeats.expired(unfenced):
                 # One commit per broker: each one's records are computed from an image that
                 # has the previous one's leadership moves.
-                await self._commit(cluster_control.fence_records(self.image, broker_id))
+                await self._commit(cluster_control.fence_records(self.image, broker_id,
+                                                                 self.broker_config))
                 self.heartbeats.remove(broker_id)
                 fenced.append(broker_id)
             return fenced
@@ -241,6 +252,20 @@ class QuorumController:
                 return result
         except KafkaError as exc:
             return _failed(exc)
+
+    async def elect_leaders(self, election_type: int,
+                            topic_partitions: Sequence[tuple[str, Sequence[int]]] | None, *,
+                            broker_config: ConfigLookup | None = None) -> ElectionResults:
+        """ElectLeaders (None: every partition). A failure of the whole request (not the active
+        controller, unknown election type) raises KafkaError."""
+        if topic_partitions is not None and not topic_partitions:
+            return []  # nothing asked (None would mean everything)
+        async with self._lock:
+            self._check_active()
+            results, records = elect_leaders(self.image, election_type, topic_partitions,
+                                             broker_config=broker_config or self.broker_config)
+            await self._commit(records)
+            return results
 
 
 def _failed(exc: KafkaError) -> OpResult:

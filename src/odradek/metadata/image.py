@@ -58,6 +58,10 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    # KIP-966: replicas that left the ISR while it was below min.insync.replicas (still
+    # eligible to lead), and the last known ELR / leader.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     def offline_replicas(self, live_brokers: Mapping[int, BrokerRegistration]) -> list[int]:
         return [r for r in self.replicas if r not in live_brokers or live_brokers[r].fenced]
@@ -241,6 +245,8 @@ class MetadataDelta:
             removing_replicas=_intern_tuple(r.removing_replicas),
             adding_replicas=_intern_tuple(r.adding_replicas),
             leader_recovery_state=r.leader_recovery_state,
+            elr=_intern_tuple(r.eligible_leader_replicas),
+            last_known_elr=_intern_tuple(r.last_known_elr),
         )
 
     def _replay_PartitionChangeRecord(self, r: m.PartitionChangeRecord) -> None:
@@ -260,6 +266,10 @@ class MetadataDelta:
             changes["leader_epoch"] = old.leader_epoch + 1
         if r.leader_recovery_state != -1:
             changes["leader_recovery_state"] = r.leader_recovery_state
+        if r.eligible_leader_replicas is not None:
+            changes["elr"] = tuple(r.eligible_leader_replicas)
+        if r.last_known_elr is not None:
+            changes["last_known_elr"] = tuple(r.last_known_elr)
         parts[r.partition_id] = replace(old, **changes)
 
     def _replay_RemoveTopicRecord(self, r: m.RemoveTopicRecord) -> None:

@@ -42,6 +42,7 @@ SERVED_VERSIONS: dict[int, int] = {
     2: 1,  # ListOffsets
     3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 17: 0, 18: 0, 19: 0,
     20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
+    43: 0,  # ElectLeaders
     55: 0,  # DescribeQuorum (Kafka forwards it to the controller; see RaftApis)
     60: 0, 75: 0,
 }
@@ -99,6 +100,7 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         36: sasl.sasl_authenticate,
         37: admin.create_partitions,
         42: groups.delete_groups,
+        43: admin.elect_leaders,
         44: admin.incremental_alter_configs,
         47: groups.offset_delete,
         55: raft.describe_quorum_on_broker,

@@ -152,6 +152,7 @@ class Broker:
             list_topic_configs=LIST_TOPIC_CONFIGS,
             cluster_id=self.cluster_id,
             session_timeout_ms=int(self.config.get("broker.session.timeout.ms")),
+            broker_config=self.config,
         )
         self.controller_apis = ControllerApis(self.controller)
         self.quorum.activation_listeners.append(self.controller.on_activation)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.config import describe as config_describe
 from odradek.config.describe import ConfigEntry, ConfigSource
 from odradek.controller.controller import TopicSpec
+from odradek.controller.replication_control import ELECTION_PREFERRED
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.protocol import messages as m
@@ -27,7 +28,7 @@ log = logging.getLogger("odradek.admin")
 
 class AdminApis:
     """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs: metadata changes go to the
+    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs, ElectLeaders: metadata changes go to the
     controller, data changes to the replica manager."""
 
     def __init__(self, *, node_id: int, config: Any, default_log_config: LogConfig,
@@ -141,6 +142,28 @@ class AdminApis:
             out.append(R.CreatePartitionsTopicResult(name=t.name, error_code=res.error,
                                                      error_message=res.message))
         return R(results=out)
+
+    async def elect_leaders(self, ctx: RequestContext, req: m.ElectLeadersRequest):
+        """ElectLeaders: preferred (v0 always) or unclean elections, by the controller."""
+        R = m.ElectLeadersResponse
+        election_type = req.election_type if ctx.api_version >= 1 else ELECTION_PREFERRED
+        asked = (None if req.topic_partitions is None
+                 else [(t.topic, list(t.partitions)) for t in req.topic_partitions])
+        try:
+            results = await self.controller.elect_leaders(election_type, asked,
+                                                          broker_config=self.config)
+        except KafkaError as exc:
+            # As Kafka's error response: the error at the top and for every partition asked.
+            return R(error_code=exc.code, replica_election_results=[
+                R.ReplicaElectionResult(topic=topic, partition_result=[
+                    R.PartitionResult(partition_id=p, error_code=exc.code,
+                                      error_message=exc.message) for p in partitions])
+                for topic, partitions in asked or ()])
+        return R(error_code=ErrorCode.NONE, replica_election_results=[
+            R.ReplicaElectionResult(topic=topic, partition_result=[
+                R.PartitionResult(partition_id=e.partition_id, error_code=e.error,
+                                  error_message=e.message) for e in elections])
+            for topic, elections in results])
 
     def describe_configs(self, ctx: RequestContext, req: m.DescribeConfigsRequest):
         version = ctx.api_version
