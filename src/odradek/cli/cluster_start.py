@@ -220,8 +220,8 @@ def stop_nodes(nodes: list[Node], timeout_s: float, out: TextIO) -> None:
 
 
 def summary(cluster_id: str, nodes: list[Node], root: Path, quorum: QuorumInfo) -> str:
-    lines = [f"Odradek cluster {cluster_id}: {len(nodes)} combined broker+controller node(s) "
-             f"in {root}"]
+    lines = [(f"Odradek cluster {cluster_id}: {len(nodes)} combined broker+controller "
+              f"node(s) in {root}")]
     for node in nodes:
         lines.append(f"  node {node.node_id}: broker {node.host}:{node.port}, controller "
                      f"{node.host}:{node.controller_port}, log {node.log_path}")
