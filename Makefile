@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv generate bench clean
+.PHONY: run run-cluster test venv generate bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ bytecode: $(STAMP)
 run: bytecode
 	$(VENV)/bin/odradek server-start
 
+# A local cluster of NODES combined broker+controller nodes (one process each, brokers on
+# 9092.., controllers on 9192..) in the foreground; Ctrl-C stops them. Data in odradek-cluster/.
+NODES ?= 3
+run-cluster: bytecode
+	$(VENV)/bin/odradek cluster-start --nodes $(NODES)
+
 test: bytecode kcat java
 	$(PY) -m pytest -q
 
@@ -51,4 +57,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) odradek-data
+	rm -rf $(VENV) odradek-data odradek-cluster

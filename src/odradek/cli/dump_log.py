@@ -20,7 +20,12 @@ Kafka 3.8's format::
     lastOffset: 1 offsetDelta: 1 timestamp: 1700000000000
 
 ``--offsets-decoder`` and ``--cluster-metadata-decoder``
-print ``__consumer_offsets`` and ``__cluster_metadata`` records as JSON.
+print ``__consumer_offsets`` and ``__cluster_metadata`` records as JSON. KRaft snapshots
+(``<offset>-<epoch>.checkpoint``, the same record-batch format) are dumped like segments, after a
+``Snapshot end offset: N, epoch: E`` line. Control records show their content as Kafka's
+DumpLogSegments does: ``LeaderChange: {json}``, ``SnapshotHeader {json}``,
+``SnapshotFooter {json}``, ``KRaftVersion {json}``, ``KRaftVoters {json}``, transaction markers
+as ``endTxnMarker: COMMIT coordinatorEpoch: 0``.
 """
 
 from __future__ import annotations
@@ -134,7 +139,14 @@ def decoder_parser(key_class: str | None, value_class: str | None) -> Parser:
     return parse
 
 
+# Spec field names whose JSON name does not follow from the Python name (KRaft -> kRaft).
+_JSON_NAMES = {"kraft_version": "kRaftVersion", "kraft_version_feature": "kRaftVersionFeature"}
+
+
 def _camel(name: str) -> str:
+    special = _JSON_NAMES.get(name)
+    if special is not None:
+        return special
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
 
@@ -275,6 +287,17 @@ def record_line(header: BatchHeader, record: Record, print_contents: bool,
     return "".join(parts)
 
 
+# KRaft control records: the message in the value and the label Kafka prints before its JSON.
+# Kafka decodes each at the newest version it knows (all are version 0 in the 3.8 specs).
+_KRAFT_CONTROL_RECORDS: dict[ControlRecordType, tuple[type[m.Message], str]] = {
+    ControlRecordType.LEADER_CHANGE: (m.LeaderChangeMessage, "LeaderChange:"),
+    ControlRecordType.SNAPSHOT_HEADER: (m.SnapshotHeaderRecord, "SnapshotHeader"),
+    ControlRecordType.SNAPSHOT_FOOTER: (m.SnapshotFooterRecord, "SnapshotFooter"),
+    ControlRecordType.KRAFT_VERSION: (m.KRaftVersionRecord, "KRaftVersion"),
+    ControlRecordType.KRAFT_VOTERS: (m.VotersRecord, "KRaftVoters"),
+}
+
+
 def _control_text(record: Record) -> str:
     try:
         control_type = decode_control_key(record.key)
@@ -284,6 +307,14 @@ def _control_text(record: Record) -> str:
         marker = decode_end_txn_marker(record)
         name = "COMMIT" if marker.commit else "ABORT"
         return f" endTxnMarker: {name} coordinatorEpoch: {marker.coordinator_epoch}"
+    kraft = _KRAFT_CONTROL_RECORDS.get(control_type)
+    if kraft is not None:
+        message_cls, label = kraft
+        try:
+            message = message_cls.decode(record.value or b"", 0)
+        except (ProtocolError, DecodeError) as exc:
+            return f" {label} <undecodable: {exc}>"
+        return f" {label} {_json(message_json(message))}"
     return f" controlType: {control_type.name}({control_type.value})"
 
 
@@ -322,6 +353,23 @@ class Report:
                 print(f"  {first} is followed by {second}", file=err)
 
 
+SNAPSHOT_SUFFIX = ".checkpoint"
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+_SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+
+
+def _starting_line(path: Path) -> str | None:
+    """What Kafka prints before a file's batches: a segment's base offset, a snapshot's id."""
+    if path.suffix == ".log":
+        return f"Log starting offset: {_base_offset(path)}"
+    if path.name == BOOTSTRAP_SNAPSHOT:
+        return "KRaft bootstrap snapshot"
+    snapshot = _SNAPSHOT_NAME.fullmatch(path.name)
+    if snapshot is not None:
+        return f"Snapshot end offset: {int(snapshot[1])}, epoch: {int(snapshot[2])}"
+    return None
+
+
 def dump_log(path: Path, options: ParsedOptions, parser: Parser, report: Report) -> None:
     print_contents = options.has("print-data-log") or any(options.has(o) for o in (
         "offsets-decoder", "transaction-log-decoder", "cluster-metadata-decoder",
@@ -329,7 +377,9 @@ def dump_log(path: Path, options: ParsedOptions, parser: Parser, report: Report)
     deep = options.has("deep-iteration") or print_contents
     skip_metadata = options.has("skip-record-metadata")
     max_bytes = options.value("max-bytes")
-    print(f"Log starting offset: {_base_offset(path)}")
+    starting_line = _starting_line(path)
+    if starting_line is not None:
+        print(starting_line)
     data = _map(path, max_bytes)
     valid_bytes = 0
     last_offset = -1
@@ -465,7 +515,7 @@ def execute(options: ParsedOptions) -> int:
         print(f"Dumping {name}")
         suffix = os.path.splitext(path.name)[1]
         try:
-            if suffix == ".log":
+            if suffix in (".log", SNAPSHOT_SUFFIX):
                 dump_log(path, options, parser, report)
             elif suffix == ".index":
                 dump_index(path, options, report)

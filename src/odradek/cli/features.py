@@ -1,0 +1,251 @@
+"""`odradek features`: Kafka's kafka-features.sh (FeatureCommand, Kafka 3.8).
+
+    odradek features --bootstrap-server HOST:PORT describe
+
+prints one line per feature the node supports, from its ApiVersions answer (supported features,
+finalized features and their epoch)::
+
+    Feature: metadata.version	SupportedMinVersion: 3.0-IV1	SupportedMaxVersion: 3.8-IV0	FinalizedVersionLevel: 3.8-IV0	Epoch: 6
+
+metadata.version levels are printed by their release names (Kafka's MetadataVersion), other
+features by number. ``upgrade``, ``downgrade`` and ``disable`` send UpdateFeatures; a node that
+does not serve it (no Odradek node does yet) fails each update as Kafka's client does:
+``Could not upgrade metadata.version to 20. The node does not support UPDATE_FEATURES``,
+then ``1 out of 1 operation(s) failed.`` on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from odradek.cli.common import ToolArgumentParser, ToolError, UsageExit, configure_logging
+from odradek.cli.kraft_client import (
+    UPDATE_FEATURES,
+    KraftClient,
+    UnsupportedApiError,
+    java_exception_text,
+    run_with_client,
+)
+from odradek.cli.storage import METADATA_VERSIONS, parse_release_version
+from odradek.cli.tool_options import load_properties_file
+from odradek.protocol import messages as m
+from odradek.protocol.errors import KafkaError
+
+PROG = "kafka-features"
+METADATA_VERSION_FEATURE = "metadata.version"
+#: Kafka's MetadataVersion.MINIMUM_BOOTSTRAP_VERSION (3.3-IV0), the oldest level upgrade and
+#: downgrade name in their error message.
+MINIMUM_BOOTSTRAP_VERSION = "3.3-IV0"
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # UpdateFeatures' upgrade types
+
+
+def level_to_string(feature: str, level: int) -> str:
+    """Kafka's levelToString: metadata.version levels by release name."""
+    if feature == METADATA_VERSION_FEATURE:
+        if 1 <= level <= len(METADATA_VERSIONS):
+            return METADATA_VERSIONS[level - 1]
+        return f"UNKNOWN {level}"
+    return str(level)
+
+
+def describe_lines(response: m.ApiVersionsResponse) -> list[str]:
+    finalized = {f.name: f.max_version_level for f in response.finalized_features or []}
+    epoch = response.finalized_features_epoch
+    epoch_text = str(epoch) if epoch is not None and epoch >= 0 else "-"
+    lines = []
+    for feature in sorted(response.supported_features or [], key=lambda f: f.name):
+        lines.append(
+            f"Feature: {feature.name}\t"
+            f"SupportedMinVersion: {level_to_string(feature.name, feature.min_version)}\t"
+            f"SupportedMaxVersion: {level_to_string(feature.name, feature.max_version)}\t"
+            f"FinalizedVersionLevel: "
+            f"{level_to_string(feature.name, finalized.get(feature.name, 0))}\t"
+            f"Epoch: {epoch_text}")
+    return lines
+
+
+def build_parser() -> ToolArgumentParser:
+    parser = ToolArgumentParser(prog=PROG, description="This tool manages feature flags in Kafka.")
+    bootstrap = parser.add_mutually_exclusive_group(required=True)
+    bootstrap.add_argument(
+        "--bootstrap-server",
+        help="A comma-separated list of host:port pairs to use for establishing the connection "
+             "to the Kafka cluster.")
+    bootstrap.add_argument(
+        "--bootstrap-controller",
+        help="A comma-separated list of host:port pairs to use for establishing the connection "
+             "to the KRaft quorum.")
+    parser.add_argument("--command-config",
+                        help="Property file containing configs to be passed to Admin Client.")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{describe,upgrade,downgrade,disable}")
+    commands.add_parser("describe", help="Describes the current active feature flags.")
+    upgrade = commands.add_parser("upgrade", help="Upgrade one or more feature flags.")
+    upgrade.add_argument("--metadata", help="The level to which we should upgrade the metadata. "
+                                            "For example, 3.3-IV3.")
+    upgrade.add_argument("--feature", action="append",
+                         help="A feature upgrade we should perform, in feature=level format. "
+                              "For example: `metadata.version=5`.")
+    upgrade.add_argument("--dry-run", action="store_true",
+                         help="Validate this upgrade, but do not perform it.")
+    downgrade = commands.add_parser("downgrade", help="Upgrade one or more feature flags.")
+    downgrade.add_argument("--metadata", help="The level to which we should downgrade the "
+                                              "metadata. For example, 3.3-IV0.")
+    downgrade.add_argument("--feature", action="append",
+                           help="A feature downgrade we should perform, in feature=level "
+                                "format. For example: `metadata.version=5`.")
+    downgrade.add_argument("--unsafe", action="store_true",
+                           help="Perform this downgrade even if it may irreversibly destroy "
+                                "metadata.")
+    downgrade.add_argument("--dry-run", action="store_true",
+                           help="Validate this downgrade, but do not perform it.")
+    disable = commands.add_parser("disable", help="Disable one or more feature flags. This is "
+                                                  "the same as downgrading the version to zero.")
+    disable.add_argument("--feature", action="append", help="A feature flag to disable.")
+    disable.add_argument("--unsafe", action="store_true",
+                         help="Disable this feature flag even if it may irreversibly destroy "
+                              "metadata.")
+    disable.add_argument("--dry-run", action="store_true",
+                         help="Perform a dry-run of this disable operation.")
+    return parser
+
+
+# ------------------------------------------------------------------------------------------
+# updates
+
+
+def parse_name_and_level(text: str) -> tuple[str, int]:
+    name, sep, level_text = text.partition("=")
+    if not sep:
+        raise ToolError(f"Can't parse feature=level string {text}: equals sign not found.")
+    level_text = level_text.strip()
+    try:
+        level = int(level_text)
+        if not -32768 <= level <= 32767:
+            raise ValueError(level_text)
+    except ValueError:
+        raise ToolError(f"Can't parse feature=level string {text}: unable to parse "
+                        f"{level_text} as a short.") from None
+    return name.strip(), level
+
+
+def _metadata_level(text: str) -> int:
+    try:
+        return METADATA_VERSIONS.index(parse_release_version(text)) + 1
+    except ToolError:
+        first = METADATA_VERSIONS.index(MINIMUM_BOOTSTRAP_VERSION)
+        raise ToolError(f"Unsupported metadata version {text}. Supported metadata versions are "
+                        f"{', '.join(METADATA_VERSIONS[first:])}") from None
+
+
+def requested_updates(args: argparse.Namespace) -> dict[str, int]:
+    updates: dict[str, int] = {}
+    if getattr(args, "metadata", None) is not None:
+        updates[METADATA_VERSION_FEATURE] = _metadata_level(args.metadata)
+    for feature in args.feature or []:
+        if args.command == "disable":
+            name, level = feature, 0
+        else:
+            name, level = parse_name_and_level(feature)
+        if name in updates:
+            raise ToolError(f"Feature {name} was specified more than once.")
+        updates[name] = level
+    return updates
+
+
+async def _update_features(client: KraftClient, updates: dict[str, int], upgrade_type: int,
+                           dry_run: bool) -> dict[str, str | None]:
+    """Per feature, None when updated, else the error message."""
+    connection = await client.connection()
+    if UPDATE_FEATURES not in connection.api_versions:
+        message = str(UnsupportedApiError(UPDATE_FEATURES))
+        return {name: message for name in updates}
+    request = m.UpdateFeaturesRequest(
+        timeout_ms=60_000,
+        feature_updates=[m.UpdateFeaturesRequest.FeatureUpdateKey(
+            feature=name, max_version_level=level, allow_downgrade=upgrade_type != UPGRADE,
+            upgrade_type=upgrade_type) for name, level in updates.items()],
+        validate_only=dry_run)
+    response = await connection.send(request)
+    if response.error_code != 0:
+        message = KafkaError(response.error_code, response.error_message).message
+        return {name: message for name in updates}
+    results: dict[str, str | None] = {}
+    for result in response.results:
+        results[result.feature] = (None if result.error_code == 0 else
+                                   KafkaError(result.error_code, result.error_message).message)
+    return {name: results.get(name, "The controller response did not contain a result for "
+                                    "this feature") for name in updates}
+
+
+def update(op: str, props: dict[str, str], to_controllers: bool, updates: dict[str, int],
+           upgrade_type: int, dry_run: bool) -> int:
+    if not updates:
+        raise ToolError(f"You must specify at least one feature to {op}")
+
+    async def body(client: KraftClient) -> dict[str, str | None]:
+        return await _update_features(client, updates, upgrade_type, dry_run)
+
+    errors = run_with_client(props, to_controllers, body)
+    failures = 0
+    for name in sorted(errors):
+        level = updates[name]
+        error = errors[name]
+        if error is not None:
+            helper = "Can not " if dry_run else "Could not "
+            suffix = f"disable {name}" if op == "disable" else f"{op} {name} to {level}"
+            print(f"{helper}{suffix}. {error}")
+            failures += 1
+        else:
+            verb = " can be " if dry_run else " was "
+            obj = "disabled." if op == "disable" else f"{op}d to {level}."
+            print(f"{name}{verb}{obj}")
+    if failures:
+        raise ToolError(f"{failures} out of {len(updates)} operation(s) failed.")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# main
+
+
+def execute(args: argparse.Namespace) -> int:
+    props = load_properties_file(args.command_config) if args.command_config else {}
+    to_controllers = args.bootstrap_controller is not None
+    props["bootstrap.servers"] = args.bootstrap_controller or args.bootstrap_server
+    if args.command == "describe":
+        async def describe(client: KraftClient) -> m.ApiVersionsResponse:
+            return await client.api_versions()
+
+        for line in describe_lines(run_with_client(props, to_controllers, describe)):
+            print(line)
+        return 0
+    if args.command == "upgrade":
+        upgrade_type = UPGRADE
+    else:
+        upgrade_type = UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE
+    return update(args.command, props, to_controllers, requested_updates(args), upgrade_type,
+                  args.dry_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        return execute(args)
+    except UsageExit as exc:
+        return exc.code
+    except ToolError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except KafkaError as exc:
+        print(java_exception_text(exc), file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
