@@ -127,12 +127,16 @@ def test_cluster_start_runs_three_nodes_until_sigterm(tmp_path, capsys):
         assert code == 0, err
         assert "CurrentVoters:          [1,2,3]" in out
         assert re.search(r"^LeaderId:               [123]$", out, re.MULTILINE)
-        response = send_request(base_port + int(leader[1]) - 1, 3, METADATA_VERSION,
-                                m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                                  include_topic_authorized_operations=False))
-        # Today only the active controller's broker registers (broker registration over the
-        # network is being built); tighten to `== 3` (all brokers) once it lands.
-        assert len(response.brokers) >= 1
+        def registered_brokers() -> set[int]:
+            response = send_request(
+                base_port + int(leader[1]) - 1, 3, METADATA_VERSION,
+                m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                  include_topic_authorized_operations=False))
+            return {broker.node_id for broker in response.brokers}
+
+        # Every node's broker registers with the active controller and is unfenced.
+        wait_until(lambda: registered_brokers() == {1, 2, 3}, 30,
+                   message="all three brokers registered")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
