@@ -63,9 +63,11 @@ class QuorumView:
 
 class ClusterNode:
     def __init__(self, node_id: int, workdir: Path, port: int,
-                 controller_port: int | None) -> None:
-        """`controller_port` None: a broker-only node."""
+                 controller_port: int | None, is_broker: bool = True) -> None:
+        """`controller_port` None: a broker-only node; `is_broker` False: a dedicated
+        controller (its `port` is not listened on)."""
         self.node_id = node_id
+        self.is_broker = is_broker
         self.workdir = workdir
         self.port = port
         self.controller_port = controller_port
@@ -78,15 +80,16 @@ class ClusterNode:
         return self.controller_port is not None
 
     def write_config(self, voters: str, overrides: dict[str, str]) -> None:
-        listeners = f"PLAINTEXT://{HOST}:{self.port}"
+        listeners = [f"PLAINTEXT://{HOST}:{self.port}"] if self.is_broker else []
         if self.is_voter:
-            listeners += f",CONTROLLER://{HOST}:{self.controller_port}"
+            listeners.append(f"CONTROLLER://{HOST}:{self.controller_port}")
+        roles = [role for role, has in (("broker", self.is_broker),
+                                        ("controller", self.is_voter)) if has]
         props = {
-            "process.roles": "broker,controller" if self.is_voter else "broker",
+            "process.roles": ",".join(roles),
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.workdir / "data"),
@@ -94,6 +97,8 @@ class ClusterNode:
             "offsets.topic.replication.factor": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.is_broker:
+            props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{self.port}"
         props.update(overrides)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -193,11 +198,14 @@ class ClusterNode:
 
 class QuorumCluster:
     def __init__(self, root: Path, size: int = 3,
-                 overrides: dict[str, str] | None = None, brokers: int = 0) -> None:
-        """`size` combined voters (ids 1..size), then `brokers` broker-only nodes."""
+                 overrides: dict[str, str] | None = None, brokers: int = 0,
+                 dedicated_controllers: bool = False) -> None:
+        """`size` voters (ids 1..size: combined nodes, or controllers only), then `brokers`
+        broker-only nodes."""
         self.nodes = {
             node_id: ClusterNode(node_id, root / f"node-{node_id}", free_port(),
-                                 free_port() if node_id <= size else None)
+                                 free_port() if node_id <= size else None,
+                                 is_broker=node_id > size or not dedicated_controllers)
             for node_id in range(1, size + brokers + 1)
         }
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}"

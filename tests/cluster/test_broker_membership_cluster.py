@@ -143,3 +143,30 @@ def test_a_partition_whose_isr_is_down_stays_offline(cluster):
             nodes[node_id].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
     wait_until(lambda: partitions(cluster, "offline")[0][0] == 4, SESSION_TIMEOUT_S + SETTLE_S,
                interval=0.1, message="4 leads again once back")
+
+
+def test_dedicated_controllers_run_a_cluster_of_broker_only_nodes(tmp_path):
+    """3 controller-only voters (no broker listener, no data logs) and 2 broker-only nodes:
+    the brokers register, admin requests sent to a broker are forwarded to the controllers,
+    and Metadata names a broker as the controller (clients cannot reach controllers)."""
+    cluster = QuorumCluster(tmp_path, size=3, brokers=2, dedicated_controllers=True)
+    cluster.format()
+    cluster.start()
+    try:
+        cluster.wait_for_leader(START_TIMEOUT_S)
+        wait_until(lambda: live_brokers(cluster, asked=4) == {4, 5}, START_TIMEOUT_S,
+                   interval=0.1, message="both brokers registered")
+        assert cluster.nodes[4].create_topic("on-dedicated", partitions=4,
+                                             replication_factor=2) == ErrorCode.NONE.code
+        wait_until(lambda: partitions(cluster, "on-dedicated", asked=5) is not None, SETTLE_S,
+                   message="the topic on broker 5")
+        layout = partitions(cluster, "on-dedicated", asked=5)
+        assert {leader for leader, _isr, _e in layout.values()} == {4, 5}
+        assert all(isr == [4, 5] for _leader, isr, _e in layout.values())
+        response = cluster.nodes[4].metadata(topics=[])
+        assert response.controller_id in (4, 5)
+        for node_id in (1, 2, 3):  # controllers keep no partition data
+            assert not (cluster.nodes[node_id].workdir / "data" / "on-dedicated-0").exists()
+    finally:
+        cluster.stop()
+        cluster.kill_all()

@@ -31,8 +31,10 @@ from odradek.protocol import messages as m
 from odradek.server.apis import (
     BROKER_LISTENER,
     CONTROLLER_LISTENER,
+    FORWARDED,
     ApiTable,
     controller_handler_table,
+    forwarded_handler_table,
     handler_table,
 )
 from odradek.server.broker import METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
@@ -200,11 +202,12 @@ class HandlerNode:
                                     OffsetsTopicCreator(config, cache, controller.create_topics))
         self.producer_id_apis = ProducerIdApis(self.producer_ids)
         self.raft_apis = RaftApis(self.quorum)
+        self.apis.bind(forwarded_handler_table(self.admin_apis), FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),
             envelope=EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
-                api_key, version, BROKER_LISTENER))),
+                api_key, version, FORWARDED))),
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,

@@ -60,11 +60,28 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
+
+#: what a broker forwards to the active controller in an Envelope (what the controller
+#: carries out), and the versions the controller takes inside an Envelope
+FORWARDED_APIS = frozenset({
+    19,  # CreateTopics
+    20,  # DeleteTopics
+    33,  # AlterConfigs
+    37,  # CreatePartitions
+    43,  # ElectLeaders
+    44,  # IncrementalAlterConfigs
+    57,  # UpdateFeatures
+})
+FORWARDED_SERVED_VERSIONS: dict[int, int] = {
+    key: low for key, low in SERVED_VERSIONS.items() if key in FORWARDED_APIS}
+
 BROKER_LISTENER = "broker"
 CONTROLLER_LISTENER = "controller"
+FORWARDED = "forwarded"  # requests unwrapped from an Envelope on a controller listener
 SERVED_BY_KIND: dict[str, dict[int, int]] = {
     BROKER_LISTENER: SERVED_VERSIONS,
     CONTROLLER_LISTENER: CONTROLLER_SERVED_VERSIONS,
+    FORWARDED: FORWARDED_SERVED_VERSIONS,
 }
 
 
@@ -89,24 +106,38 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         16: groups.list_groups,
         17: sasl.sasl_handshake,
         18: metadata.api_versions,
-        19: admin.create_topics,
-        20: admin.delete_topics,
-        21: admin.delete_records,
         22: producer_ids.init_producer_id,
         23: fetch.offset_for_leader_epoch,
-        32: admin.describe_configs,
-        33: admin.alter_configs,
-        35: admin.describe_log_dirs,
         36: sasl.sasl_authenticate,
-        37: admin.create_partitions,
         42: groups.delete_groups,
-        43: admin.elect_leaders,
-        44: admin.incremental_alter_configs,
         47: groups.offset_delete,
         55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
         75: metadata.describe_topic_partitions,
+        **admin_handler_table(admin),
     }
+
+
+def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
+    """The admin APIs (on broker listeners; those in FORWARDED_APIS also inside Envelopes)."""
+    return {
+        19: admin.create_topics,
+        20: admin.delete_topics,
+        21: admin.delete_records,
+        32: admin.describe_configs,
+        33: admin.alter_configs,
+        35: admin.describe_log_dirs,
+        37: admin.create_partitions,
+        43: admin.elect_leaders,
+        44: admin.incremental_alter_configs,
+    }
+
+
+def forwarded_handler_table(admin: AdminApis) -> dict[int, Handler]:
+    """The handlers of requests unwrapped from an Envelope: carried out by this node as the
+    active controller, never forwarded again."""
+    return {key: handler for key, handler in admin_handler_table(admin).items()
+            if key in FORWARDED_APIS}
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,

@@ -42,14 +42,17 @@ from odradek.raft import RaftConfig
 from odradek.server.apis import (
     BROKER_LISTENER,
     CONTROLLER_LISTENER,
+    FORWARDED,
+    FORWARDED_APIS,
     ApiTable,
     controller_handler_table,
+    forwarded_handler_table,
     handler_table,
 )
 from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
-from odradek.server.forwarding import FORWARDED_APIS, EnvelopeApis, ForwardingManager
+from odradek.server.forwarding import EnvelopeApis, ForwardingManager
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -120,15 +123,9 @@ class Broker:
         if meta is None:
             raise RuntimeError(f"No meta.properties found in {self.metadata_log_dir}")
         self.cluster_id = meta["cluster.id"]
-        self.log_manager = LogManager(
-            self.log_dirs, self.default_log_config,
-            recovery_threads_per_data_dir=int(
-                self.config.get("num.recovery.threads.per.data.dir")),
-            retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
-            flush_checkpoint_interval_ms=int(
-                self.config.get("log.flush.offset.checkpoint.interval.ms")),
-            excluded_topics={METADATA_TOPIC},
-        )
+        is_broker = self.config.is_broker
+        if is_broker:  # a dedicated controller keeps only the metadata log
+            self.log_manager = self._build_log_manager()
         metadata_config = LogConfig.from_props({
             "segment.bytes": self.config.get("metadata.log.segment.bytes"),
             "retention.ms": -1,
@@ -156,15 +153,16 @@ class Broker:
         )
         self.controller_apis = ControllerApis(self.controller)
         self.quorum.activation_listeners.append(self.controller.on_activation)
-        self.lifecycle = BrokerLifecycleManager(
-            self._registration, send=self._send_to_controller,
-            metadata_offset=lambda: self.image.offset,
-            heartbeat_interval_ms=int(self.config.get("broker.heartbeat.interval.ms")))
-        self.metadata_cache.subscribe(lambda image: self.lifecycle.on_metadata(image.offset))
+        if is_broker:
+            lifecycle = self.lifecycle = BrokerLifecycleManager(
+                self._registration, send=self._send_to_controller,
+                metadata_offset=lambda: self.image.offset,
+                heartbeat_interval_ms=int(self.config.get("broker.heartbeat.interval.ms")))
+            self.metadata_cache.subscribe(lambda image: lifecycle.on_metadata(image.offset))
         single_voter = self.quorum.is_single_voter
         # Ports bound as 0 (tests) are only known once the listeners are open; otherwise a
         # lone voter registers before it opens them, so its first clients find it registered.
-        register_first = single_voter and all(
+        register_first = is_broker and single_voter and all(
             listener.port != 0 for listener in self._listener_configs())
         if single_voter:
             # A lone voter leads at once: the same start as before Raft.
@@ -175,14 +173,15 @@ class Broker:
             self.quorum.start()
         if register_first:
             await self._join_cluster()
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager,
-                                              self.default_log_config)
-        self.replica_manager.apply_image(self.image)
-        self.metadata_cache.subscribe(self.replica_manager.apply_image)
-        # Follows the leadership of the __consumer_offsets partitions (after the replica
-        # manager in the subscription order, since it reads the partitions it opened).
-        self.group_coordinator = start_group_coordinator(self.config, self.metadata_cache,
-                                                         self.replica_manager)
+        if is_broker:
+            self.replica_manager = ReplicaManager(self.node_id, self.log_manager,  # type: ignore[arg-type]
+                                                  self.default_log_config)
+            self.replica_manager.apply_image(self.image)
+            self.metadata_cache.subscribe(self.replica_manager.apply_image)
+            # Follows the leadership of the __consumer_offsets partitions (after the replica
+            # manager in the subscription order, since it reads the partitions it opened).
+            self.group_coordinator = start_group_coordinator(self.config, self.metadata_cache,
+                                                             self.replica_manager)
         self._bind_handlers()
 
         self.network = NetworkServer(
@@ -198,12 +197,24 @@ class Broker:
                      self.node_id)
             await self.quorum.wait_until_caught_up()
             log.info("node %d: metadata caught up (%r)", self.node_id, self.quorum.raft)
-        if not register_first:
+        if is_broker and not register_first:
             await self._join_cluster()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._housekeeping()))
-        log.info("Odradek broker %d started (cluster %s) listening on %s", self.node_id,
-                 self.cluster_id, self.bound_addresses())
+        if is_broker:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._housekeeping()))
+        log.info("Odradek %s %d started (cluster %s) listening on %s",
+                 "broker" if is_broker else "controller", self.node_id, self.cluster_id,
+                 self.bound_addresses())
+
+    def _build_log_manager(self) -> LogManager:
+        return LogManager(
+            self.log_dirs, self.default_log_config,
+            recovery_threads_per_data_dir=int(
+                self.config.get("num.recovery.threads.per.data.dir")),
+            retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
+            flush_checkpoint_interval_ms=int(
+                self.config.get("log.flush.offset.checkpoint.interval.ms")),
+            excluded_topics={METADATA_TOPIC},
+        )
 
     def _build_quorum(self, metadata_log: Log) -> MetadataQuorum:
         config = self.config
@@ -233,9 +244,16 @@ class Broker:
                               cluster_id=self.cluster_id, raft_config=raft_config, send=send)
 
     def controller_id(self) -> int:
-        """The active controller as Metadata and DescribeCluster report it (-1: unknown)."""
+        """The controller as Metadata and DescribeCluster report it to clients (-1: unknown):
+        the active controller when it is also a live broker, else a live broker (as Kafka's
+        KRaft brokers do: clients can only reach brokers, which forward admin requests)."""
         leader = self.quorum.leader_id if self.quorum is not None else None
-        return -1 if leader is None else leader
+        if leader is None:
+            return -1
+        live = [b for b, reg in self.image.brokers.items() if not reg.fenced]
+        if leader in live or not live:
+            return leader
+        return self.node_id if self.node_id in live else min(live)
 
     def _on_activation(self, active: bool) -> None:
         """The quorum made this node the active controller (or stopped doing so)."""
@@ -352,8 +370,7 @@ class Broker:
         """Each API family gets the services it needs."""
         cache, controller = self.metadata_cache, self.controller
         replica_manager = self.replica_manager
-        assert cache is not None and controller is not None and replica_manager is not None
-        assert self.quorum is not None
+        assert cache is not None and controller is not None and self.quorum is not None
         raft = RaftApis(self.quorum)
         forwarding = ForwardingManager(self.node_id, self.quorum, self.controller_channel)
         create_topics = functools.partial(forwarding.create_topics, controller.create_topics)
@@ -364,21 +381,26 @@ class Broker:
             supported_features=self.supported_features,
             create_topics=create_topics,
             auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")))
+        admin = AdminApis(node_id=self.node_id, config=self.config,
+                          default_log_config=self.default_log_config, cache=cache,
+                          controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
+        # Forwarded requests are carried out here, as the active controller.
+        self.apis.bind(forwarded_handler_table(admin), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
-            api_key, version, BROKER_LISTENER))
+            api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
                                                 controller=self.controller_apis,  # type: ignore[arg-type]
                                                 envelope=envelope),
                        CONTROLLER_LISTENER)
+        if replica_manager is None:
+            return  # a dedicated controller: no broker listener
         handlers = handler_table(
             metadata=metadata,
             produce=ProduceApis(replica_manager),
             fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
                              cache, OffsetsTopicCreator(self.config, cache, create_topics)),
-            admin=AdminApis(node_id=self.node_id, config=self.config,
-                            default_log_config=self.default_log_config, cache=cache,
-                            controller=controller, replica_manager=replica_manager),
+            admin=admin,
             producer_ids=ProducerIdApis(self.producer_ids),
             raft=raft,
         )

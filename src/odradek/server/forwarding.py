@@ -42,17 +42,6 @@ CREATE_TOPICS_VERSION = 7
 RETRY_BACKOFF_S = 0.1
 FORWARDING_TIMEOUT_MS = 30_000
 
-#: what a broker forwards to the active controller (those the controller carries out)
-FORWARDED_APIS = frozenset({
-    19,  # CreateTopics
-    20,  # DeleteTopics
-    33,  # AlterConfigs
-    37,  # CreatePartitions
-    43,  # ElectLeaders
-    44,  # IncrementalAlterConfigs
-    57,  # UpdateFeatures
-})
-
 Handler = Callable[..., Any]
 
 
@@ -143,9 +132,10 @@ class EnvelopeApis:
     """The controller listener's side: unwraps a forwarded request, runs its handler as if the
     client had sent it here, and wraps the answer."""
 
-    def __init__(self, quorum: MetadataQuorum, lookup: Callable[[int, int], Handler | None]) -> None:
+    def __init__(self, quorum: MetadataQuorum,
+                 lookup: Callable[[int, int], Handler | None]) -> None:
         self.quorum = quorum
-        self._lookup = lookup  # (api key, version) -> the handler of a forwarded API
+        self._lookup = lookup  # (api key, version) -> the handler of a forwardable API
 
     async def envelope(self, ctx: RequestContext, req: m.EnvelopeRequest):
         R = m.EnvelopeResponse
@@ -157,8 +147,8 @@ class EnvelopeApis:
             log.warning("malformed forwarded request from %s: %s", ctx.client_host, exc)
             return R(error_code=ErrorCode.INVALID_REQUEST, response_data=None)
         api_key, version = header.request_api_key, header.request_api_version
-        handler = self._lookup(api_key, version) if api_key in FORWARDED_APIS else None
-        if handler is None:
+        handler = self._lookup(api_key, version)
+        if handler is None:  # not a forwardable API, or a version we do not take
             return R(error_code=ErrorCode.INVALID_REQUEST, response_data=None)
         principal = (req.request_principal or b"").decode(errors="replace") or ctx.principal
         inner_ctx = dataclasses.replace(ctx, header=header, principal=principal)
