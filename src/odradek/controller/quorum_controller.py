@@ -30,6 +30,7 @@ from odradek.controller.quorum import MetadataQuorum
 from odradek.controller.replication_control import (
     ConfigLookup,
     ElectionResults,
+    balance_partition_leaders,
     elect_leaders,
 )
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
@@ -51,7 +52,8 @@ class QuorumController:
         self.heartbeats = cluster_control.BrokerHeartbeatManager(session_timeout_ms, clock)
         # broker id -> the committed offset that put it in controlled shutdown
         self._controlled_shutdown_offsets: dict[int, int] = {}
-        self._session_expiry: asyncio.Task[None] | None = None
+        # While active: session expiry, and the auto leader rebalance if enabled.
+        self._periodic: list[asyncio.Task[None]] = []
         self.state = state
         self._is_dynamic_broker_config = is_dynamic_broker_config
         self._list_topic_configs = list_topic_configs
@@ -147,14 +149,49 @@ class QuorumController:
         """Told by the quorum when this node becomes (or stops being) the active controller. A
         new active controller gives every registered broker a full session and starts
         expiring sessions; a former one stops."""
-        if self._session_expiry is not None:
-            self._session_expiry.cancel()
-            self._session_expiry = None
+        for task in self._periodic:
+            task.cancel()
+        self._periodic = []
         if active:
             self.heartbeats.reset(self.image.brokers)
             self._controlled_shutdown_offsets.clear()
-            self._session_expiry = asyncio.get_running_loop().create_task(
-                self._expire_sessions())
+            loop = asyncio.get_running_loop()
+            self._periodic.append(loop.create_task(self._expire_sessions()))
+            if self._config_value("auto.leader.rebalance.enable", False):
+                self._periodic.append(loop.create_task(self._rebalance_leaders()))
+
+    def _config_value(self, key: str, default: Any) -> Any:
+        value = self.broker_config.get(key) if self.broker_config is not None else None
+        return default if value is None else value
+
+    async def balance_partition_leaders(self) -> int:
+        """Preferred leader elections for partitions whose preferred replica could lead but
+        does not (Kafka's auto leader rebalance); returns how many partitions moved."""
+        moved = 0
+        more = True
+        while more:
+            async with self._lock:
+                self._check_active()
+                records, more = balance_partition_leaders(self.image,
+                                                          broker_config=self.broker_config)
+                await self._commit(records)
+                moved += len(records)
+        return moved
+
+    async def _rebalance_leaders(self) -> None:
+        """Every `leader.imbalance.check.interval.seconds` while active."""
+        clock = self.heartbeats.clock
+        interval_s = float(self._config_value("leader.imbalance.check.interval.seconds", 300))
+        while True:
+            await clock.sleep(interval_s)
+            try:
+                moved = await self.balance_partition_leaders()
+            except KafkaError as exc:
+                log.info("cannot rebalance partition leaders: %s", exc)
+                continue
+            if moved:
+                log.info("auto leader rebalance: %d partition(s) back on their preferred "
+                         "leader", moved)
 
     async def _expire_sessions(self) -> None:
         """Fence brokers as their sessions run out, for as long as this node is active."""
@@ -175,10 +212,10 @@ class QuorumController:
                             self.heartbeats.session_timeout_ms)
 
     async def close(self) -> None:
-        if self._session_expiry is not None:
-            self._session_expiry.cancel()
-            await asyncio.gather(self._session_expiry, return_exceptions=True)
-            self._session_expiry = None
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        self._periodic = []
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """A block of producer ids for a broker: (first id, count)."""
