@@ -10,6 +10,7 @@ import random
 import uuid
 
 import pytest
+from test_quorum import open_log
 
 from odradek.clock import ManualClock
 from odradek.controller.cluster_control import BrokerRegistrationRequest
@@ -20,8 +21,6 @@ from odradek.metadata.image import METADATA_VERSION_FEATURE
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config import validate_topic_props
-
-from test_quorum import open_log
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 SESSION_MS = 9000
