@@ -76,9 +76,15 @@ def test_every_broker_registers_and_is_unfenced(cluster):
     print(f"\nall five brokers registered and unfenced {elapsed_since(started):.2f}s after "
           "the quorum had a leader")
     # The broker-only nodes follow the quorum as observers: the leader reports them.
-    leader_id, _epoch = cluster.wait_for_leader(SETTLE_S)
+    leader_id, epoch = cluster.wait_for_leader(SETTLE_S)
     view = cluster.nodes[leader_id].describe_quorum()
     assert view is not None and set(view.voter_end_offsets) == {1, 2, 3}
+    # A broker-only node forwards DescribeQuorum to the active controller, which answers.
+    for node_id in BROKER_ONLY:
+        forwarded = cluster.nodes[node_id].describe_quorum(on_broker_listener=True)
+        assert forwarded is not None and forwarded.is_leader is False
+        assert (forwarded.error_code, forwarded.leader_id, forwarded.leader_epoch) == (
+            0, leader_id, epoch)
 
 
 def test_a_stopped_broker_is_fenced_and_its_leaderships_move(cluster):

@@ -202,7 +202,7 @@ class HandlerNode:
                                     OffsetsTopicCreator(config, cache, controller.create_topics))
         self.producer_id_apis = ProducerIdApis(self.producer_ids)
         self.raft_apis = RaftApis(self.quorum)
-        self.apis.bind(forwarded_handler_table(self.admin_apis), FORWARDED)
+        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis), FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),

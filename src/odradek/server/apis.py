@@ -43,7 +43,7 @@ SERVED_VERSIONS: dict[int, int] = {
     3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 17: 0, 18: 0, 19: 0,
     20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
     43: 0,  # ElectLeaders
-    55: 0,  # DescribeQuorum (Kafka forwards it to the controller; see RaftApis)
+    55: 0,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
     60: 0, 75: 0,
 }
 
@@ -70,6 +70,7 @@ FORWARDED_APIS = frozenset({
     37,  # CreatePartitions
     43,  # ElectLeaders
     44,  # IncrementalAlterConfigs
+    55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
 })
 FORWARDED_SERVED_VERSIONS: dict[int, int] = {
@@ -133,11 +134,11 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
     }
 
 
-def forwarded_handler_table(admin: AdminApis) -> dict[int, Handler]:
+def forwarded_handler_table(admin: AdminApis, raft: RaftApis) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
-    return {key: handler for key, handler in admin_handler_table(admin).items()
-            if key in FORWARDED_APIS}
+    handlers = {**admin_handler_table(admin), 55: raft.describe_quorum}
+    return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,

@@ -385,7 +385,7 @@ class Broker:
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin), FORWARDED)
+        self.apis.bind(forwarded_handler_table(admin, raft), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,

@@ -2,10 +2,10 @@
 of `__cluster_metadata`, served on controller listeners and answered by this node's Raft client
 (through `MetadataQuorum.handle_request`, which parks a long-polling Fetch).
 
-DescribeQuorum on a broker listener: Kafka forwards it to the active controller. Until
-forwarding exists, a voter answers it itself (the leader with the replicas' progress; a follower
-with NOT_LEADER_OR_FOLLOWER and the leader it knows, as Raft answers it), and a node that is not
-a voter answers NOT_CONTROLLER.
+DescribeQuorum on a broker listener is forwarded to the active controller (server.forwarding), as
+Kafka does; when it cannot be (no leader known before the forwarding deadline), a voter answers
+it itself (a follower with NOT_LEADER_OR_FOLLOWER and the leader it knows, as Raft answers it)
+and a node that is not a voter answers NOT_CONTROLLER.
 """
 
 from __future__ import annotations
