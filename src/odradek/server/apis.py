@@ -51,6 +51,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     1: 13,  # Fetch of __cluster_metadata (by topic id)
     17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
     52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
+    59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
     60: 0,  # DescribeCluster
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -115,6 +116,7 @@ def controller_handler_table(*, metadata: MetadataApis,
         53: raft.begin_quorum_epoch,
         54: raft.end_quorum_epoch,
         55: raft.describe_quorum,
+        59: raft.fetch_snapshot,
         60: metadata.describe_cluster,
     }
 

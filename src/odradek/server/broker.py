@@ -202,8 +202,14 @@ class Broker:
                  if node_id != self.node_id},
                 request_timeout_ms=raft_config.request_timeout_ms)
             send = self.raft_channel.send
-        return MetadataQuorum(metadata_log, self.node_id, voters=voter_ids,
-                              cluster_id=self.cluster_id, raft_config=raft_config, send=send)
+        return MetadataQuorum(
+            metadata_log, self.node_id, voters=voter_ids, cluster_id=self.cluster_id,
+            raft_config=raft_config, send=send,
+            snapshot_max_bytes=int(
+                config.get("metadata.log.max.record.bytes.between.snapshots")),
+            snapshot_interval_ms=int(config.get("metadata.log.max.snapshot.interval.ms")),
+            retention_bytes=int(config.get("metadata.max.retention.bytes")),
+            retention_ms=int(config.get("metadata.max.retention.ms")))
 
     def controller_id(self) -> int:
         """The active controller as Metadata and DescribeCluster report it (-1: unknown)."""
