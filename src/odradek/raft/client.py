@@ -184,6 +184,7 @@ class RaftClient:
         self._replies: list[OutboundReply] = []
         self._committed_next = raft_log.start_offset  # next offset take_committed hands out
         self._download: _SnapshotDownload | None = None
+        self._handed_out = False  # take_committed was called
         self.quorum.initialize(raft_log.last_fetched_epoch, now_ms)
         if self.voters.is_only_voter(node_id):
             # A lone voter needs no one's vote: it leads at once.
@@ -277,9 +278,12 @@ class RaftClient:
         committed by definition: only committed state is ever snapshotted)."""
         out: list[CommittedBatch | CommittedSnapshot] = []
         latest = self.log.snapshots.latest_id()
-        if latest is not None and latest.offset > self._committed_next:
+        if latest is not None and (latest.offset > self._committed_next or (
+                not self._handed_out and latest.offset == self._committed_next > 0)):
+            # (At start, a log that begins at a snapshot's end needs that snapshot first.)
             out.append(CommittedSnapshot(latest, self.log.snapshots))
             self._committed_next = latest.offset
+        self._handed_out = True
         end = self.log.high_watermark
         if self._committed_next >= end:
             return out
