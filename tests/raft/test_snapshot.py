@@ -360,7 +360,8 @@ def test_malformed_chunks_change_nothing() -> None:
     before = (follower.log.start_offset, follower.log.end_offset, follower.high_watermark)
     data = leader.log.snapshots.read_all(snapshot_id)
 
-    def answer(position, chunk, size=len(data), snapshot=snapshot_id):
+    def answer(position, chunk, size=None, snapshot=snapshot_id):
+        size = len(data) if size is None else size
         correlation = follower.requests.on_send(leader.node_id, cluster.now)
         response = msg.fetch_snapshot_response(ErrorCode.NONE, leader.node_id, leader.epoch,
                                                snapshot, size, position, chunk)
