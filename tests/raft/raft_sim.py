@@ -19,6 +19,15 @@ Invariants, checked as the run goes (every step, or at the event that could brea
   final committed log exactly once;
 - liveness: once the network heals and every node is up, a leader is elected and appends
   commit within a bounded simulated time.
+
+Snapshots (KIP-630): each node's state machine is the hash of the committed log it replayed
+(the same prefix hash the checker keeps), so a snapshot is that hash at its end offset. Nodes
+snapshot their state at random moments and apply the retention rules with a small size limit,
+so logs are truncated before their snapshots during the run; a lagging or restarted node whose
+fetch offset falls before its leader's log start then catches up by FetchSnapshot. Checked: a
+snapshot handed out (downloaded or loaded at restart) is exactly the committed state at its
+offset, logs truncated from the start or installed from a snapshot still match the committed
+log, and leader completeness holds through a leader's snapshot.
 """
 
 from __future__ import annotations
@@ -30,9 +39,11 @@ from typing import Any
 
 from odradek.protocol.records import iter_batches, iter_records
 from odradek.raft import MemoryQuorumStateStore, MemoryRaftLog, RaftClient, RaftConfig
-from odradek.raft.client import OutboundReply, OutboundRequest
+from odradek.raft.client import CommittedSnapshot, OutboundReply, OutboundRequest
+from odradek.raft.log import OffsetAndEpoch
 from odradek.raft.messages import API_VERSIONS
 from odradek.raft.quorum_state import ElectionState
+from odradek.raft.snapshot import clean_snapshots
 
 CLUSTER_ID = "sim-cluster"
 LIVENESS_BOUND_MS = 20_000
@@ -46,21 +57,57 @@ class InvariantViolation(AssertionError):
 # instrumented storage
 
 
+def chain(previous: bytes, data: bytes) -> bytes:
+    """The prefix hash of a log (or state machine) after one more batch."""
+    return hashlib.blake2b(previous + data, digest_size=16).digest()
+
+
 class SimLog(MemoryRaftLog):
-    """The in-memory log, plus a prefix hash per batch reported to the checker."""
+    """The in-memory log, plus a prefix hash per batch reported to the checker. A log that
+    starts after 0 keeps an anchor: the prefix hash at its start (`by_last_offset[start - 1]`,
+    its data None when it came from a snapshot)."""
 
     def __init__(self, node_id: int, checker: Checker) -> None:
         super().__init__()
         self.node_id = node_id
         self.checker = checker
         self.prefix: list[bytes] = []  # per batch: hash of every batch up to and including it
-        self.by_last_offset: dict[int, tuple[int, bytes, bytes]] = {}  # -> (epoch, prefix, data)
+        # last offset -> (epoch, prefix, data)
+        self.by_last_offset: dict[int, tuple[int, bytes, bytes | None]] = {}
+        self.start_prefix = b""
+        self.installs = 0
         self._crashing = False
+
+    def delete_before(self, offset: int) -> bool:
+        anchor = self.by_last_offset.get(offset - 1)
+        if anchor is None:
+            self.checker.fail(f"node {self.node_id}: log start moves to {offset}, not after a "
+                              f"batch of its log")
+        before = len(self._batches)
+        if not super().delete_before(offset):
+            return False
+        del self.prefix[:before - len(self._batches)]
+        self.start_prefix = anchor[1]
+        for last in [o for o in self.by_last_offset if o < offset - 1]:
+            del self.by_last_offset[last]
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        snapshot = self.snapshots.latest_id()
+        if snapshot is None or snapshot.offset != offset:
+            self.checker.fail(f"node {self.node_id}: full truncation to {offset} without a "
+                              f"snapshot there")
+        state = CommittedSnapshot(snapshot, self.snapshots).read().values[0]
+        super().truncate_fully_and_start_at(offset)
+        self.prefix = []
+        self.start_prefix = state
+        self.by_last_offset = {offset - 1: (snapshot.epoch, state, None)}
+        self.installs += 1
 
     def _add(self, data: bytes, epoch: int, first: int, last: int) -> None:
         super()._add(data, epoch, first, last)
-        previous = self.prefix[-1] if self.prefix else b""
-        digest = hashlib.blake2b(previous + data, digest_size=16).digest()
+        previous = self.prefix[-1] if self.prefix else self.start_prefix
+        digest = chain(previous, data)
         self.prefix.append(digest)
         self.by_last_offset[last] = (epoch, digest, data)
         self.checker.on_batch(self.node_id, last, epoch, digest)
@@ -73,12 +120,9 @@ class SimLog(MemoryRaftLog):
                                      f"high watermark {self.high_watermark}")
         super().truncate_to(offset)
         kept = len(self._batches)
-        for last in self._last_offsets_removed(kept):
+        for last in [o for o in self.by_last_offset if o >= self.end_offset]:
             self.by_last_offset.pop(last, None)
         del self.prefix[kept:]
-
-    def _last_offsets_removed(self, kept: int) -> list[int]:
-        return [last for last in self.by_last_offset if last >= self.end_offset]
 
     def crash(self) -> None:
         self._crashing = True
@@ -175,12 +219,24 @@ class Checker:
         offsets = sorted(o for o in log.by_last_offset if self.committed_end <= o < hw)
         for last in offsets:
             batch_epoch, prefix, data = log.by_last_offset[last]
+            if data is None:
+                self.fail(f"node {node_id}: its snapshot at {last + 1} is past the committed "
+                          f"log ({self.committed_end})")
             self.committed_index[last] = len(self.committed)
             self.committed.append(CommittedEntry(last, batch_epoch, prefix, data, epoch))
 
     def check_leader_completeness(self, node_id: int, log: SimLog, epoch: int) -> None:
         for entry in reversed(self.committed):
             if entry.tag < epoch:
+                if entry.last_offset < log.start_offset - 1:
+                    # Before the log start: the snapshot's state includes it if the anchor
+                    # is the committed state at the log start.
+                    index = self.committed_index.get(log.start_offset - 1)
+                    if index is None or self.committed[index].prefix != log.start_prefix:
+                        self.fail(f"leader completeness: leader {node_id} of epoch {epoch} "
+                                  f"starts its log at {log.start_offset} from a state that "
+                                  f"is not the committed one")
+                    return
                 mine = log.by_last_offset.get(entry.last_offset)
                 if mine is None or mine[1] != entry.prefix:
                     self.fail(f"leader completeness: leader {node_id} of epoch {epoch} lacks "
@@ -203,6 +259,9 @@ class SimNode:
     incarnation: int = 0
     last_hw: int = 0
     next_publish: int = 0
+    state: bytes = b""  # the state machine: the prefix hash of what it replayed
+    state_epoch: int = 0
+    retention_bytes: int = 2000
 
     @property
     def up(self) -> bool:
@@ -232,6 +291,10 @@ class SimStats:
     appended: int = 0
     acked: int = 0
     max_epoch: int = 0
+    snapshots: int = 0
+    snapshot_loads: int = 0  # snapshots handed to a state machine (downloaded or at restart)
+    installs: int = 0  # snapshots downloaded from a leader (FetchSnapshot)
+    truncations: int = 0  # log starts moved by retention
 
 
 class Simulation:
@@ -249,7 +312,8 @@ class Simulation:
         for node_id in self.node_ids:
             self.nodes[node_id] = SimNode(node_id, SimLog(node_id, self.checker),
                                           RecordingStore(node_id, self.checker),
-                                          flush_in_poll=self.rng.random() < 0.5)
+                                          flush_in_poll=self.rng.random() < 0.5,
+                                          retention_bytes=self.rng.randint(600, 4000))
             self._start(self.nodes[node_id])
         self.in_flight: list[Envelope] = []
         self._seq = 0
@@ -267,6 +331,8 @@ class Simulation:
         node.incarnation += 1
         node.last_hw = 0
         node.next_publish = 0
+        node.state = b""
+        node.state_epoch = 0
         node.client = RaftClient(node.node_id, self.voter_ids, node.log, node.store,
                                  cluster_id=CLUSTER_ID, now_ms=self.now, config=self.config,
                                  rng=random.Random(self.rng.random()),
@@ -428,6 +494,9 @@ class Simulation:
                 checker.check_leader_completeness(node.node_id, log, client.epoch)
                 self._acknowledge(node)
             for batch in client.take_committed():
+                if isinstance(batch, CommittedSnapshot):
+                    self._load_snapshot(node, batch)
+                    continue
                 if batch.base_offset != node.next_publish:
                     checker.fail(f"node {node.node_id}: committed batch at {batch.base_offset}, "
                                  f"expected {node.next_publish}")
@@ -436,6 +505,50 @@ class Simulation:
                     checker.fail(f"node {node.node_id}: handed out a batch ending at "
                                  f"{batch.last_offset} that is not the committed one")
                 node.next_publish = batch.last_offset + 1
+                node.state = chain(node.state, batch.data)
+                node.state_epoch = batch.epoch
+                if checker.committed[index].prefix != node.state:
+                    checker.fail(f"node {node.node_id}: state at {batch.last_offset} is not "
+                                 f"the committed log's")
+            if self.rng.random() < 0.02:
+                self._snapshot(node)
+
+    def _load_snapshot(self, node: SimNode, snapshot: CommittedSnapshot) -> None:
+        checker = self.checker
+        if snapshot.snapshot_id.offset < node.next_publish:
+            checker.fail(f"node {node.node_id}: snapshot {snapshot.snapshot_id} handed out "
+                         f"after offset {node.next_publish}")
+        state = snapshot.read().values[0]
+        index = checker.committed_index.get(snapshot.last_offset)
+        if index is None or checker.committed[index].prefix != state:
+            checker.fail(f"node {node.node_id}: snapshot {snapshot.snapshot_id} is not the "
+                         f"committed state")
+        if checker.committed[index].epoch != snapshot.epoch:
+            checker.fail(f"node {node.node_id}: snapshot {snapshot.snapshot_id} has the epoch "
+                         f"{snapshot.epoch}, the committed batch "
+                         f"{checker.committed[index].epoch}")
+        node.next_publish = snapshot.snapshot_id.offset
+        node.state = state
+        node.state_epoch = snapshot.epoch
+        self.stats.snapshot_loads += 1
+
+    def _snapshot(self, node: SimNode) -> None:
+        """The state machine snapshots its state, then retention truncates the log."""
+        client = node.client
+        if node.next_publish <= 0:
+            return
+        latest = node.log.snapshots.latest_id()
+        if latest is None or latest.offset < node.next_publish:
+            writer = client.create_snapshot(OffsetAndEpoch(node.next_publish, node.state_epoch),
+                                            self.now)
+            if writer is not None:
+                writer.append([node.state])
+                writer.freeze()
+                self.stats.snapshots += 1
+        start = node.log.start_offset
+        clean_snapshots(node.log, node.retention_bytes, -1, self.now)
+        if node.log.start_offset > start:
+            self.stats.truncations += 1
 
     def _acknowledge(self, leader: SimNode) -> None:
         """An append is acknowledged when its leader's high watermark passes it in its epoch
@@ -458,6 +571,7 @@ class Simulation:
                     self.first_ack_after_calm = self.now
 
     def _final_checks(self) -> None:
+        self.stats.installs = sum(node.log.installs for node in self.nodes.values())
         counts: dict[bytes, int] = {}
         for entry in self.checker.committed:
             for pos, header in iter_batches(entry.data):

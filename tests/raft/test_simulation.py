@@ -1,4 +1,5 @@
-"""The seeded simulation of a KRaft quorum (see raft_sim.py for what it checks).
+"""The seeded simulation of a KRaft quorum, snapshots included (see raft_sim.py for what it
+checks).
 
 CI runs a few seeds of 3 and 5 voters (plus an observer) for 10,000 steps each. More seeds or
 one seed: `ODRADEK_RAFT_SEEDS=1-500` or `ODRADEK_RAFT_SEED=1234` (`ODRADEK_RAFT_STEPS` changes
@@ -50,5 +51,7 @@ def test_simulated_quorum_keeps_raft_invariants(voters: int, seed: int) -> None:
                     f"ODRADEK_RAFT_SEED={seed} ODRADEK_RAFT_VOTERS={voters} "
                     f"ODRADEK_RAFT_STEPS={STEPS} python -m pytest "
                     f"tests/raft/test_simulation.py", pytrace=False)
-    # The run must have exercised something: elections, faults, commits.
+    # The run must have exercised something: elections, faults, commits, snapshots and logs
+    # truncated before them.
     assert stats.acked > 0 and stats.max_epoch > 1 and stats.crashes > 0, stats
+    assert stats.snapshots > 0 and stats.truncations > 0, stats

@@ -26,6 +26,15 @@ new epoch marked by a LeaderChange record. Several voters: `load()` replays noth
 log tail may be uncommitted); the image follows the high watermark the leader reports.
 Outbound requests go through `send(destination, request) -> awaitable response` (the network
 side, in `odradek.server.raft_channel`); inbound ones come in through `handle_request`.
+
+Snapshots (KIP-630, see odradek.raft.snapshot): once `snapshot_max_bytes` of records were
+committed since the last snapshot, or `snapshot_interval_ms` passed with new records, the
+committed image is written as a snapshot (`image_records`) on a worker thread (the image is
+immutable), then the retention rules (`retention_bytes`, `retention_ms`) delete old snapshots
+and the log segments wholly before the oldest kept one. `load()` starts from the newest valid
+snapshot and replays the log after it (one voter) or nothing more (several: the snapshot is
+committed by definition). A snapshot the Raft client hands out (one this follower downloaded
+from its leader) replaces the image through the normal path: listeners see it.
 """
 
 from __future__ import annotations
@@ -39,7 +48,13 @@ from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.commit import CommitWaiters, wait_for_commits
-from odradek.metadata.image import EMPTY_IMAGE, MetadataDelta, MetadataImage
+from odradek.metadata.image import (
+    EMPTY_IMAGE,
+    MetadataDelta,
+    MetadataImage,
+    image_records,
+    replay_records,
+)
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
 from odradek.protocol.records import iter_batches, iter_records
@@ -54,8 +69,16 @@ from odradek.raft import (
     StorageRaftLog,
 )
 from odradek.raft import messages as raft_messages
+from odradek.raft.client import CommittedSnapshot
 from odradek.raft.config import METADATA_TOPIC
+from odradek.raft.log import OffsetAndEpoch
 from odradek.raft.quorum_state import QUORUM_STATE_FILE
+from odradek.raft.snapshot import (
+    CorruptSnapshotError,
+    SnapshotWriter,
+    clean_snapshots,
+    read_snapshot,
+)
 from odradek.storage.log import Log
 
 log = logging.getLogger("odradek.quorum")
@@ -63,6 +86,12 @@ log = logging.getLogger("odradek.quorum")
 __all__ = ["METADATA_TOPIC", "MetadataQuorum", "RaftSend"]
 
 READ_CHUNK = 8 * 1024 * 1024
+# Kafka's defaults: metadata.log.max.record.bytes.between.snapshots,
+# metadata.log.max.snapshot.interval.ms, metadata.max.retention.bytes/.ms.
+DEFAULT_SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_SNAPSHOT_INTERVAL_MS = 3_600_000
+DEFAULT_RETENTION_BYTES = 100 * 1024 * 1024
+DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000
 
 # Makes the log durable up to (excluding) an end offset; awaited by the flusher.
 FlushFunction = Callable[[int], Awaitable[None]]
@@ -78,8 +107,22 @@ class MetadataQuorum:
                  cluster_id: str = "", clock: Clock = SYSTEM_CLOCK,
                  flush: FlushFunction | None = None, raft_config: RaftConfig | None = None,
                  send: RaftSend | None = None,
-                 state_store: QuorumStateStore | None = None) -> None:
+                 state_store: QuorumStateStore | None = None,
+                 snapshot_max_bytes: int = DEFAULT_SNAPSHOT_MAX_BYTES,
+                 snapshot_interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS,
+                 retention_bytes: int = DEFAULT_RETENTION_BYTES,
+                 retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.log = metadata_log
+        # Opening it finishes a snapshot install a crash interrupted (see StorageRaftLog).
+        self.raft_log = StorageRaftLog(metadata_log)
+        self.snapshot_max_bytes = snapshot_max_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = clock.time_ms()
+        self._snapshotting: asyncio.Future[None] | None = None
+        self.snapshots_written = 0
         self.node_id = node_id
         self.voters: frozenset[int] = frozenset(voters) if voters is not None else frozenset(
             {node_id})
@@ -155,15 +198,38 @@ class MetadataQuorum:
         return len(self._appended)
 
     # -- start
+    def _load_snapshot(self) -> OffsetAndEpoch | None:
+        """The image from the newest snapshot that reads back whole and valid (an older one
+        if not); None if there is none."""
+        store = self.raft_log.snapshots
+        for snapshot_id in reversed(store.ids()):
+            if snapshot_id.offset < self.log.log_start_offset:
+                break  # the log has a gap after it: of no use
+            try:
+                self.image = image_from_snapshot(store.read_all(snapshot_id), snapshot_id)
+            except (CorruptSnapshotError, OSError, ProtocolError, ValueError) as exc:
+                log.warning("ignoring metadata snapshot %s: %s", snapshot_id, exc)
+                continue
+            log.info("loaded the metadata snapshot %s", snapshot_id)
+            return snapshot_id
+        if self.log.log_start_offset > 0:
+            raise RuntimeError(
+                f"the metadata log {self.log.dir} starts at {self.log.log_start_offset} but "
+                f"no valid snapshot covers what is before")
+        return None
+
     def load(self) -> MetadataImage:
-        """With one voter, replay the whole metadata log into an image: all of it counts as
-        committed. With several, nothing is known committed before the leader says so."""
-        self._loaded_epoch = self.log.latest_epoch or 0
+        """Start from the newest valid snapshot, if any. With one voter, replay the metadata
+        log after it into the image: all of it counts as committed. With several, nothing
+        after the snapshot is known committed before the leader says so."""
+        self._loaded_epoch = self.raft_log.last_fetched_epoch
+        snapshot_id = self._load_snapshot()
         if not self.is_single_voter:
             return self.image
-        delta = MetadataDelta(EMPTY_IMAGE)
+        delta = MetadataDelta(self.image)
         count = 0
-        offset = self.log.log_start_offset
+        offset = max(self.log.log_start_offset,
+                     snapshot_id.offset if snapshot_id is not None else 0)
         end = self.log.log_end_offset
         while offset < end:
             data = self.log.read(offset, READ_CHUNK, max_offset=None, min_one_batch=True)
@@ -202,7 +268,7 @@ class MetadataQuorum:
         if self._closed:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down")
         self._client = RaftClient(
-            self.node_id, sorted(self.voters), StorageRaftLog(self.log), self._store,
+            self.node_id, sorted(self.voters), self.raft_log, self._store,
             cluster_id=self.cluster_id, now_ms=self.clock.time_ms(), config=self.raft_config,
             flush_in_poll=False)
         log.info("metadata quorum started: %r, voters %s", self._client, sorted(self.voters))
@@ -330,6 +396,7 @@ class MetadataQuorum:
                 if parked is not None and not parked.done():
                     parked.set_result(message.response)
         self._apply_committed(client.take_committed())
+        self._maybe_snapshot(client)
         self._track_activation()
         if client.log.flushed_end < client.log.end_offset:
             self._schedule_flush()
@@ -416,6 +483,11 @@ class MetadataQuorum:
         for batch in batches:
             if batch.last_offset <= self.image.offset:
                 continue  # replayed by load()
+            if isinstance(batch, CommittedSnapshot):
+                self._publish_snapshot(batch)
+                continue
+            if not batch.is_control:
+                self._bytes_since_snapshot += len(batch.data)
             error = self._publish(batch)
             if error is not None:
                 failed[batch.last_offset] = error
@@ -423,6 +495,81 @@ class MetadataQuorum:
         while self._appended and self._appended[0] < committed:
             self._appended.popleft()
         self._commits.advance(committed, failed)
+
+    def _publish_snapshot(self, snapshot: CommittedSnapshot) -> None:
+        """A snapshot downloaded from the leader: it becomes the image, listeners see it."""
+        try:
+            image = image_from_snapshot(snapshot.store.read_all(snapshot.snapshot_id),
+                                        snapshot.snapshot_id)
+        except (CorruptSnapshotError, OSError, ProtocolError, ValueError) as exc:
+            # Frozen snapshots were validated: this is a bug or a disk gone bad.
+            raise RuntimeError(f"cannot load the metadata snapshot {snapshot.snapshot_id}: "
+                               f"{exc}") from exc
+        log.info("node %d: metadata image replaced by snapshot %s", self.node_id,
+                 snapshot.snapshot_id)
+        self.image = image
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self.clock.time_ms()
+        for listener in list(self.listeners):
+            try:
+                listener(image)
+            except Exception:
+                log.exception("metadata listener %r failed at snapshot %s", listener,
+                              snapshot.snapshot_id)
+        self._clean_log()
+
+    # -- snapshots
+    def _maybe_snapshot(self, client: RaftClient) -> None:
+        """Kafka's SnapshotGenerator: enough bytes committed since the last snapshot, or new
+        records and the interval passed; one snapshot at a time."""
+        if self._snapshotting is not None or self._closed or self.image.offset < 0:
+            return
+        if self._bytes_since_snapshot <= 0:
+            return
+        now = self.clock.time_ms()
+        due_by_time = (self.snapshot_interval_ms > 0
+                       and now - self._last_snapshot_ms >= self.snapshot_interval_ms)
+        if self._bytes_since_snapshot < self.snapshot_max_bytes and not due_by_time:
+            return
+        image = self.image
+        snapshot_id = OffsetAndEpoch(image.offset + 1, image.epoch)
+        try:
+            writer = client.create_snapshot(snapshot_id, now)
+        except ValueError as exc:
+            log.warning("cannot snapshot the metadata image at %s: %s", snapshot_id, exc)
+            return
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        if writer is None:
+            return  # there is one already
+        self._snapshotting = asyncio.get_running_loop().create_task(
+            self._write_snapshot(image, writer))
+
+    async def _write_snapshot(self, image: MetadataImage, writer: SnapshotWriter) -> None:
+        try:
+            size = await asyncio.to_thread(write_image_snapshot, image, writer)
+        except Exception:
+            log.exception("cannot write the metadata snapshot %s", writer.snapshot_id)
+            return
+        finally:
+            self._snapshotting = None
+        self.snapshots_written += 1
+        log.info("node %d: wrote metadata snapshot %s (%d bytes)", self.node_id,
+                 writer.snapshot_id, size)
+        self._clean_log()
+        self._wake()
+
+    def _clean_log(self) -> None:
+        """Retention: old snapshots and the log segments before the oldest kept one."""
+        try:
+            if clean_snapshots(self.raft_log, self.retention_bytes, self.retention_ms,
+                               self.clock.time_ms()):
+                log.info("node %d: metadata log now starts at %d (snapshots %s)",
+                         self.node_id, self.log.log_start_offset,
+                         self.raft_log.snapshots.ids())
+            self.log.run_pending_deletes()
+        except Exception:
+            log.exception("cannot clean the metadata log")
 
     def _publish(self, batch: CommittedBatch) -> BaseException | None:
         try:
@@ -484,6 +631,8 @@ class MetadataQuorum:
             await asyncio.gather(*self._sends, return_exceptions=True)
         if self._flusher is not None:
             await asyncio.wait([self._flusher])
+        if self._snapshotting is not None:
+            await asyncio.wait([self._snapshotting])
         for parked in self._parked.values():
             if not parked.done() and client is not None:
                 parked.set_result(raft_messages.fetch_response(
@@ -492,6 +641,25 @@ class MetadataQuorum:
         if self._appended:
             self._fail(KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down"))
         self.log.close()
+
+
+def write_image_snapshot(image: MetadataImage, writer: SnapshotWriter) -> int:
+    """Writes the image's records into the snapshot and freezes it (on a worker thread);
+    the snapshot's size."""
+    try:
+        writer.append(m.encode_metadata_record(record, type(record).MAX_VERSION)
+                      for record in image_records(image))
+        return writer.freeze()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def image_from_snapshot(data: bytes, snapshot_id: OffsetAndEpoch) -> MetadataImage:
+    """The image a metadata snapshot holds (validated), as of its last included offset."""
+    content = read_snapshot(data)
+    records = (m.decode_metadata_record(value)[0] for value in content.values)
+    return replay_records(records, snapshot_id.offset - 1, snapshot_id.epoch)
 
 
 def _at_offset(image: MetadataImage, offset: int, epoch: int) -> MetadataImage:
@@ -506,6 +674,7 @@ def _not_available(request: m.Message) -> m.Message:
     if isinstance(request, m.FetchRequest):
         return raft_messages.top_level_error(m.FetchResponse, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     response_type = {
+        m.FetchSnapshotRequest: m.FetchSnapshotResponse,
         m.VoteRequest: m.VoteResponse, m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
         m.EndQuorumEpochRequest: m.EndQuorumEpochResponse,
         m.DescribeQuorumRequest: m.DescribeQuorumResponse,

@@ -353,3 +353,78 @@ _REPLAYERS = {
     for name, fn in vars(MetadataDelta).items()
     if name.startswith("_replay_")
 }
+
+
+# ------------------------------------------------------------------------------------------------
+# the image as records (metadata snapshots, KIP-630)
+
+
+def image_records(image: MetadataImage) -> list[Any]:
+    """The metadata records that rebuild `image` when replayed on an empty one (what a
+    metadata snapshot holds, as Kafka's image writers): features, brokers (with their fenced
+    and controlled-shutdown state), topics and partitions, configs, the producer id block and
+    client quotas. `replay_records(image_records(img))` equals `img` but for offset and
+    epoch, which the snapshot's id carries."""
+    records: list[Any] = [
+        m.FeatureLevelRecord(name=name, feature_level=level)
+        for name, level in sorted(image.features.items())
+    ]
+    for broker_id in sorted(image.brokers):
+        broker = image.brokers[broker_id]
+        records.append(m.RegisterBrokerRecord(
+            broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
+            broker_epoch=broker.epoch,
+            end_points=[
+                m.RegisterBrokerRecord.BrokerEndpoint(
+                    name=endpoint.name, host=endpoint.host or "", port=endpoint.port,
+                    security_protocol=endpoint.security_protocol_id)
+                for endpoint in broker.endpoints.values()
+            ],
+            features=[
+                m.RegisterBrokerRecord.BrokerFeature(name=name, min_supported_version=low,
+                                                     max_supported_version=high)
+                for name, (low, high) in broker.features.items()
+            ],
+            rack=broker.rack, fenced=broker.fenced,
+            in_controlled_shutdown=broker.in_controlled_shutdown))
+    for topic in sorted(image.topics_by_id.values(), key=lambda t: t.name):
+        records.append(m.TopicRecord(name=topic.name, topic_id=topic.topic_id))
+        for partition_id in sorted(topic.partitions):
+            partition = topic.partitions[partition_id]
+            records.append(m.PartitionRecord(
+                partition_id=partition_id, topic_id=topic.topic_id,
+                replicas=list(partition.replicas), isr=list(partition.isr),
+                removing_replicas=list(partition.removing_replicas),
+                adding_replicas=list(partition.adding_replicas), leader=partition.leader,
+                leader_recovery_state=partition.leader_recovery_state,
+                leader_epoch=partition.leader_epoch,
+                partition_epoch=partition.partition_epoch))
+    for (resource_type, resource_name) in sorted(image.configs):
+        section = image.configs[(resource_type, resource_name)]
+        for name in sorted(section):
+            records.append(m.ConfigRecord(resource_type=resource_type,
+                                          resource_name=resource_name, name=name,
+                                          value=section[name]))
+    if image.next_producer_id != 0:
+        records.append(m.ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                           next_producer_id=image.next_producer_id))
+    for entity in sorted(image.client_quotas, key=repr):
+        for key, value in sorted(image.client_quotas[entity].items()):
+            records.append(m.ClientQuotaRecord(
+                entity=[m.ClientQuotaRecord.EntityData(entity_type=entity_type,
+                                                       entity_name=entity_name)
+                        for entity_type, entity_name in entity],
+                key=key, value=value, remove=False))
+    return records
+
+
+def replay_records(records: Any, offset: int = -1, epoch: int = -1,
+                   base: MetadataImage = EMPTY_IMAGE) -> MetadataImage:
+    """The image `records` (decoded metadata records) make on top of `base`, as of
+    `offset` and `epoch`."""
+    delta = MetadataDelta(base)
+    for record in records:
+        delta.replay(record)
+    delta.offset = offset
+    delta.epoch = epoch
+    return delta.apply()

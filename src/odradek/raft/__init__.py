@@ -9,11 +9,18 @@ Modules, one job each: `config` (timeouts, the metadata partition's names), `vot
 set as data), `quorum_state` (the election state of one node and its `quorum-state` file),
 `leader_state` (what a leader tracks of its replicas: high watermark, check-quorum,
 DescribeQuorum), `log` (what Raft needs of the replicated log, over the storage `Log` or in
-memory), `requests` (one in-flight request per peer, timeouts and backoff), `messages` (the
-Kafka messages Raft exchanges), `client` (the protocol).
+memory), `snapshot` (KIP-630 snapshots: the file format, the stores, retention), `requests`
+(one in-flight request per peer, timeouts and backoff), `messages` (the Kafka messages Raft
+exchanges), `client` (the protocol).
 """
 
-from odradek.raft.client import CommittedBatch, OutboundReply, OutboundRequest, RaftClient
+from odradek.raft.client import (
+    CommittedBatch,
+    CommittedSnapshot,
+    OutboundReply,
+    OutboundRequest,
+    RaftClient,
+)
 from odradek.raft.config import RaftConfig
 from odradek.raft.log import MemoryRaftLog, RaftLog, StorageRaftLog
 from odradek.raft.quorum_state import (
@@ -22,14 +29,19 @@ from odradek.raft.quorum_state import (
     MemoryQuorumStateStore,
     QuorumStateStore,
 )
+from odradek.raft.snapshot import FileSnapshotStore, MemorySnapshotStore, OffsetAndEpoch
 from odradek.raft.voters import VoterSet
 
 __all__ = [
     "CommittedBatch",
+    "CommittedSnapshot",
     "ElectionState",
     "FileQuorumStateStore",
+    "FileSnapshotStore",
     "MemoryQuorumStateStore",
     "MemoryRaftLog",
+    "MemorySnapshotStore",
+    "OffsetAndEpoch",
     "OutboundReply",
     "OutboundRequest",
     "QuorumStateStore",

@@ -24,6 +24,15 @@ The protocol, as Kafka (KIP-595):
   leader's, capped at its own log end.
 - A leader that no majority fetched from for 1.5 x fetch timeout resigns (check-quorum); a
   leader that shuts down resigns with EndQuorumEpoch, so the others elect at once.
+- Snapshots (KIP-630): the state machine above writes snapshots of committed state
+  (`create_snapshot`); a leader whose log starts after a follower's fetch offset answers its
+  Fetch with the id of its newest snapshot, which the follower downloads in chunks
+  (FetchSnapshot), validates, and installs: its whole log is truncated, restarting at the
+  snapshot's end, and `take_committed` hands the snapshot out (a `CommittedSnapshot`) before
+  the batches after it. A FetchSnapshot is a leader-only request (errors as Fetch), refused
+  with SNAPSHOT_NOT_FOUND for an unknown snapshot and POSITION_OUT_OF_RANGE for a position
+  outside it; a chunk that does not continue the download (other snapshot, position or size)
+  is dropped, and a download whose bytes are not a valid snapshot is discarded whole.
 - Every state change is in `quorum-state` before the node acts on it (see quorum_state).
 - Requests carry the epoch; a stale one is refused (FENCED_LEADER_EPOCH), a different cluster id
   is refused (INCONSISTENT_CLUSTER_ID), a Vote or BeginQuorumEpoch from or to a non-voter is
@@ -47,11 +56,14 @@ from odradek.raft import messages as msg
 from odradek.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
 from odradek.raft.leader_state import LeaderState, ReplicaState
 from odradek.raft.log import (
+    DIVERGING,
+    SNAPSHOT,
+    VALID,
     OffsetAndEpoch,
     RaftLog,
     iter_log_batches,
     truncation_offset,
-    validate_offset_and_epoch,
+    validate_fetch,
 )
 from odradek.raft.quorum_state import (
     CandidateState,
@@ -64,6 +76,13 @@ from odradek.raft.quorum_state import (
     VotedState,
 )
 from odradek.raft.requests import RequestManager
+from odradek.raft.snapshot import (
+    CorruptSnapshotError,
+    RawSnapshotWriter,
+    SnapshotContent,
+    SnapshotWriter,
+    read_snapshot,
+)
 from odradek.raft.voters import VoterSet
 
 log = logging.getLogger("odradek.raft")
@@ -99,6 +118,38 @@ class CommittedBatch:
     data: bytes  # the whole RecordBatch v2
 
 
+@dataclass(frozen=True)
+class CommittedSnapshot:
+    """The committed state as of `snapshot_id.offset` (exclusive), to replace the state machine
+    with: handed out when this node's log no longer has what comes before (it installed a
+    leader's snapshot) or at start, before the batches after it."""
+
+    snapshot_id: OffsetAndEpoch
+    store: Any  # the SnapshotStore holding it
+
+    @property
+    def last_offset(self) -> int:
+        return self.snapshot_id.offset - 1
+
+    @property
+    def epoch(self) -> int:
+        return self.snapshot_id.epoch
+
+    def read(self) -> SnapshotContent:
+        """The validated content (raises CorruptSnapshotError)."""
+        return read_snapshot(self.store.read_all(self.snapshot_id))
+
+
+@dataclass
+class _SnapshotDownload:
+    """A follower fetching its leader's snapshot (FetchSnapshot, chunk by chunk)."""
+
+    snapshot_id: OffsetAndEpoch
+    leader_id: int
+    writer: RawSnapshotWriter
+    size: int | None = None  # the snapshot's size, from the first answer
+
+
 @dataclass
 class _ParkedFetch:
     sender_id: int
@@ -132,6 +183,8 @@ class RaftClient:
         self._parked: list[_ParkedFetch] = []
         self._replies: list[OutboundReply] = []
         self._committed_next = raft_log.start_offset  # next offset take_committed hands out
+        self._download: _SnapshotDownload | None = None
+        self._handed_out = False  # take_committed was called
         self.quorum.initialize(raft_log.last_fetched_epoch, now_ms)
         if self.voters.is_only_voter(node_id):
             # A lone voter needs no one's vote: it leads at once.
@@ -219,10 +272,19 @@ class RaftClient:
     # ------------------------------------------------------------------------------------------
     # committed batches
 
-    def take_committed(self) -> list[CommittedBatch]:
-        """The batches the high watermark passed since the last call, in offset order."""
+    def take_committed(self) -> list[CommittedBatch | CommittedSnapshot]:
+        """The batches the high watermark passed since the last call, in offset order; first,
+        if this node has a snapshot past what it handed out, that snapshot (a snapshot is
+        committed by definition: only committed state is ever snapshotted)."""
+        out: list[CommittedBatch | CommittedSnapshot] = []
+        latest = self.log.snapshots.latest_id()
+        if latest is not None and (latest.offset > self._committed_next or (
+                not self._handed_out and latest.offset == self._committed_next > 0)):
+            # (At start, a log that begins at a snapshot's end needs that snapshot first.)
+            out.append(CommittedSnapshot(latest, self.log.snapshots))
+            self._committed_next = latest.offset
+        self._handed_out = True
         end = self.log.high_watermark
-        out: list[CommittedBatch] = []
         if self._committed_next >= end:
             return out
         for header, data in iter_log_batches(self.log, self._committed_next, end):
@@ -230,6 +292,49 @@ class RaftClient:
                                       header.partition_leader_epoch, header.is_control, data))
             self._committed_next = header.next_offset
         return out
+
+    # ------------------------------------------------------------------------------------------
+    # snapshots
+
+    @property
+    def is_fetching_snapshot(self) -> bool:
+        return self._download is not None
+
+    def create_snapshot(self, snapshot_id: OffsetAndEpoch,
+                        last_contained_timestamp: int) -> SnapshotWriter | None:
+        """A writer for a snapshot of the committed state up to `snapshot_id.offset`
+        (exclusive) whose last record is of `snapshot_id.epoch` (Kafka's createSnapshot);
+        None if that snapshot exists already. The writer may be used from another thread; the
+        snapshot counts once frozen. Raises ValueError for an id that is not committed or does
+        not match this log."""
+        snapshots = self.log.snapshots
+        if snapshots.info(snapshot_id) is not None:
+            return None
+        if snapshot_id.offset > self.high_watermark or snapshot_id.offset > self._committed_next:
+            raise ValueError(f"snapshot {snapshot_id} is past what is committed and handed out "
+                             f"({min(self.high_watermark, self._committed_next)})")
+        if snapshot_id.offset <= 0:
+            raise ValueError(f"snapshot {snapshot_id} would be empty")
+        if validate_fetch(self.log, snapshot_id.offset, snapshot_id.epoch).kind != VALID:
+            raise ValueError(f"snapshot {snapshot_id} does not match the log (start "
+                             f"{self.log.start_offset})")
+        return SnapshotWriter(snapshots.new_writer(snapshot_id), last_contained_timestamp)
+
+    def _abort_download(self) -> None:
+        if self._download is not None:
+            self._download.writer.abort()
+            self._download = None
+
+    def _install_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """A downloaded snapshot is frozen: the whole log goes, it restarts at the snapshot's
+        end with the high watermark there; older snapshots are of no use any more."""
+        log.info("node %d: installing snapshot %s (log was [%d, %d), high watermark %d)",
+                 self.node_id, snapshot_id, self.log.start_offset, self.log.end_offset,
+                 self.log.high_watermark)
+        self.log.truncate_fully_and_start_at(snapshot_id.offset)
+        for older in self.log.snapshots.ids():
+            if older < snapshot_id:
+                self.log.snapshots.delete(older)
 
     # ------------------------------------------------------------------------------------------
     # timers and outbound messages
@@ -366,6 +471,14 @@ class RaftClient:
             return
         if self.log.flushed_end < self.log.end_offset:
             return  # the fetch offset tells the leader what we have durably: flush first
+        download = self._download
+        if download is not None:
+            if download.leader_id == target:
+                self._send(target, msg.fetch_snapshot_request(
+                    self.cluster_id, self.node_id, self.epoch, download.snapshot_id,
+                    download.writer.size, self.config.fetch_max_bytes), now_ms, out)
+                return
+            self._abort_download()  # another node now: start over from a Fetch
         self._send(target, msg.fetch_request(
             self.cluster_id, self.node_id, self.epoch, self.log.end_offset,
             self.log.last_fetched_epoch, self.config.fetch_max_wait_ms,
@@ -376,8 +489,9 @@ class RaftClient:
 
     def _after_transition(self) -> None:
         # Answers to requests sent in the old state no longer apply; parked fetches get their
-        # (error) answer in the next poll.
+        # (error) answer in the next poll. A snapshot download is of the old leader's.
         self.requests.reset_all()
+        self._abort_download()
 
     def _maybe_become_leader(self, now_ms: int) -> bool:
         state = self.quorum.state
@@ -432,6 +546,8 @@ class RaftClient:
         return (only when `request_id` is given; the answer then comes out of `poll`)."""
         if isinstance(request, m.FetchRequest):
             return self._handle_fetch(sender_id, request, now_ms, request_id)
+        if isinstance(request, m.FetchSnapshotRequest):
+            return self._handle_fetch_snapshot(request, now_ms)
         if isinstance(request, m.VoteRequest):
             return self._handle_vote(request, now_ms)
         if isinstance(request, m.BeginQuorumEpochRequest):
@@ -556,8 +672,10 @@ class RaftClient:
         diverging = answered.diverging_epoch
         # A replica that has not seen the current high watermark gets it at once, not at the
         # end of the long poll: followers learn the commit index as soon as it moves.
+        snapshot = answered.snapshot_id
         if (answered.error_code != 0 or answered.records or request.max_wait_ms == 0
                 or (diverging is not None and diverging.epoch >= 0) or request_id is None
+                or (snapshot is not None and snapshot.end_offset >= 0)
                 or answered.high_watermark > known):
             return response
         wait = min(request.max_wait_ms, self.config.fetch_max_wait_ms)
@@ -572,11 +690,18 @@ class RaftClient:
             return msg.fetch_response(error, self.leader_id, self.epoch, self.high_watermark)
         state = self.quorum.state
         assert isinstance(state, LeaderState)
-        diverging = validate_offset_and_epoch(self.log, partition.fetch_offset,
-                                              partition.last_fetched_epoch)
-        if diverging is not None:
+        if replica_id in self.voters:
+            # Any valid fetch of a voter shows it follows this leader (Kafka 3.6+), also one
+            # answered with a diverging epoch or a snapshot id.
+            state.update_check_quorum(replica_id, now_ms)
+        validation = validate_fetch(self.log, partition.fetch_offset,
+                                    partition.last_fetched_epoch)
+        if validation.kind == DIVERGING:
             return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
-                                      self.high_watermark, diverging=diverging)
+                                      self.high_watermark, diverging=validation.position)
+        if validation.kind == SNAPSHOT:
+            return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
+                                      self.high_watermark, snapshot_id=validation.position)
         fetch_offset = partition.fetch_offset
         records = (self.log.read(fetch_offset, max_bytes)
                    if fetch_offset < self.log.end_offset else b"")
@@ -601,6 +726,40 @@ class RaftClient:
             else:
                 still.append(parked)
         self._parked = still
+
+    def _handle_fetch_snapshot(self, request: m.FetchSnapshotRequest,
+                               now_ms: int) -> m.Message:
+        """Kafka's handleFetchSnapshotRequest: a chunk of the snapshot from `position`."""
+        if not self._valid_cluster_id(request.cluster_id):
+            return msg.top_level_error(m.FetchSnapshotResponse,
+                                       ErrorCode.INCONSISTENT_CLUSTER_ID)
+        partition = msg.single_partition(request)
+        if partition is None or partition.snapshot_id is None:
+            return msg.top_level_error(m.FetchSnapshotResponse, ErrorCode.INVALID_REQUEST)
+        error = self._validate_leader_only(partition.current_leader_epoch)
+        if error is not None:
+            return msg.fetch_snapshot_response(error, self.leader_id, self.epoch)
+        snapshot_id = OffsetAndEpoch(partition.snapshot_id.end_offset,
+                                     partition.snapshot_id.epoch)
+        info = self.log.snapshots.info(snapshot_id)
+        if info is None:
+            return msg.fetch_snapshot_response(ErrorCode.SNAPSHOT_NOT_FOUND, self.node_id,
+                                               self.epoch)
+        position = partition.position
+        if position < 0 or position >= info.size:
+            return msg.fetch_snapshot_response(ErrorCode.POSITION_OUT_OF_RANGE, self.node_id,
+                                               self.epoch)
+        max_bytes = max(min(request.max_bytes, info.size), 1)
+        try:
+            chunk = self.log.snapshots.read(snapshot_id, position, max_bytes)
+        except OSError:  # deleted meanwhile (retention)
+            return msg.fetch_snapshot_response(ErrorCode.SNAPSHOT_NOT_FOUND, self.node_id,
+                                               self.epoch)
+        state = self.quorum.state
+        if isinstance(state, LeaderState) and request.replica_id in self.voters:
+            state.update_check_quorum(request.replica_id, now_ms)
+        return msg.fetch_snapshot_response(ErrorCode.NONE, self.node_id, self.epoch,
+                                           snapshot_id, info.size, position, chunk)
 
     def describe_quorum(self, now_ms: int,
                         request: m.DescribeQuorumRequest | None = None) -> m.DescribeQuorumResponse:
@@ -645,6 +804,8 @@ class RaftClient:
             return
         if isinstance(response, m.FetchResponse):
             ok = self._handle_fetch_response(sender_id, response, now_ms)
+        elif isinstance(response, m.FetchSnapshotResponse):
+            ok = self._handle_fetch_snapshot_response(sender_id, response, now_ms)
         elif isinstance(response, m.VoteResponse):
             ok = self._handle_vote_response(sender_id, response, now_ms)
         elif isinstance(response, m.BeginQuorumEpochResponse):
@@ -761,9 +922,17 @@ class RaftClient:
                      self.node_id, target, diverging.epoch, diverging.end_offset)
             self.log.truncate_to(target)
         elif snapshot is not None and (snapshot.epoch >= 0 or snapshot.end_offset >= 0):
-            log.warning("node %d: leader %d offers snapshot %s: snapshots are not supported "
-                        "yet", self.node_id, sender_id, snapshot)
-            return False
+            if snapshot.epoch < 0 or snapshot.end_offset <= 0:
+                log.warning("node %d: leader %d sent an invalid snapshot id %s",
+                            self.node_id, sender_id, snapshot)
+                return False
+            # Not checked against the local log: the snapshot is past its end (KIP-630).
+            snapshot_id = OffsetAndEpoch(snapshot.end_offset, snapshot.epoch)
+            log.info("node %d: leader %d sends snapshot %s (our log ends at %d)",
+                     self.node_id, sender_id, snapshot_id, self.log.end_offset)
+            self._abort_download()
+            self._download = _SnapshotDownload(snapshot_id, sender_id,
+                                               self.log.snapshots.new_writer(snapshot_id))
         else:
             records = partition.records
             if records is not None and len(records):
@@ -779,5 +948,64 @@ class RaftClient:
                 new = min(partition.high_watermark, self.log.end_offset)
                 if new > self.log.high_watermark:
                     self.log.update_high_watermark(new)
+        state.reset_fetch_timeout(now_ms)
+        return True
+
+    def _handle_fetch_snapshot_response(self, sender_id: int,
+                                        response: m.FetchSnapshotResponse,
+                                        now_ms: int) -> bool:
+        partition = msg.single_partition(response)
+        if response.error_code != 0 or partition is None:
+            return False
+        error = ErrorCode.from_code(partition.error_code)
+        current = partition.current_leader
+        leader_id = msg.leader_or_none(current.leader_id) if current is not None else None
+        epoch = current.leader_epoch if current is not None else -1
+        handled = self._common_response(error, leader_id, epoch, now_ms)
+        if handled is not None:
+            return handled
+        state = self.quorum.state
+        download = self._download
+        if (not isinstance(state, FollowerState) or sender_id != state.leader_id
+                or download is None or download.leader_id != sender_id):
+            return True  # nothing to take
+        snapshot = partition.snapshot_id
+        if (error == ErrorCode.SNAPSHOT_NOT_FOUND or snapshot is None
+                or snapshot.end_offset < 0 or snapshot.epoch < 0):
+            # The leader deleted it meanwhile (retention): start over with a Fetch.
+            log.info("node %d: leader %d no longer has snapshot %s", self.node_id, sender_id,
+                     download.snapshot_id)
+            self._abort_download()
+            state.reset_fetch_timeout(now_ms)
+            return True
+        if error != ErrorCode.NONE:
+            log.warning("node %d: FetchSnapshot of %s refused: %s", self.node_id,
+                        download.snapshot_id, error.name)
+            self._abort_download()
+            return False
+        chunk = partition.unaligned_records or b""
+        size = partition.size
+        writer = download.writer
+        if (OffsetAndEpoch(snapshot.end_offset, snapshot.epoch) != download.snapshot_id
+                or partition.position != writer.size
+                or (download.size is not None and size != download.size)
+                or size <= 0 or writer.size + len(chunk) > size
+                or (not chunk and writer.size < size)):
+            log.warning("node %d: dropping a FetchSnapshot chunk that does not continue the "
+                        "download of %s (position %d of %d, %d bytes, have %d)",
+                        self.node_id, download.snapshot_id, partition.position, size,
+                        len(chunk), writer.size)
+            return False
+        download.size = size
+        writer.append(chunk)
+        if writer.size == size:
+            self._download = None
+            try:
+                writer.freeze()
+            except CorruptSnapshotError as exc:
+                log.warning("node %d: the snapshot %s from leader %d is invalid, discarded: "
+                            "%s", self.node_id, download.snapshot_id, sender_id, exc)
+                return False
+            self._install_snapshot(download.snapshot_id)
         state.reset_fetch_timeout(now_ms)
         return True

@@ -115,6 +115,11 @@ class LeaderState:
         return False
 
     # -- check quorum
+    def update_check_quorum(self, voter_id: int, now_ms: int) -> None:
+        """A voter showed it follows this leader (a valid Fetch or FetchSnapshot)."""
+        if voter_id != self.node_id and voter_id in self.voter_states:
+            self._update_check_quorum(voter_id, now_ms)
+
     def _update_check_quorum(self, voter_id: int, now_ms: int) -> None:
         self._fetched_voters.add(voter_id)
         needed = self.voters.majority - (1 if self.node_id in self.voters else 0)

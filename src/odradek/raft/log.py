@@ -2,6 +2,11 @@
 the storage `Log` (the real `__cluster_metadata-0`) and in memory (the simulation's, which
 models a crash: only the flushed prefix survives).
 
+Each log has its snapshots (`snapshots`, see odradek.raft.snapshot): the log may start after 0
+(`start_offset`) once a snapshot covers what was before; a follower that installs a snapshot
+truncates its whole log and restarts it at the snapshot's end (`truncate_fully_and_start_at`).
+While the log is empty at a snapshot's end, its last epoch is the snapshot's.
+
 Offsets are Kafka's: `end_offset` is the next offset to assign; a high watermark is exclusive.
 An "epoch" of a batch is its partition leader epoch: the Raft term that wrote it. The data is
 real RecordBatch v2 bytes either way, what followers fetch is what the wire carries.
@@ -21,16 +26,21 @@ from odradek.protocol.records import (
     patch_partition_leader_epoch,
     verify_crc,
 )
+from odradek.raft.snapshot import (
+    FileSnapshotStore,
+    MemorySnapshotStore,
+    OffsetAndEpoch,
+    SnapshotStore,
+)
 from odradek.storage.log import Log
 from odradek.storage.validator import AppendOrigin
 
-
-class OffsetAndEpoch(NamedTuple):
-    offset: int
-    epoch: int
+__all__ = ["MemoryRaftLog", "OffsetAndEpoch", "RaftLog", "StorageRaftLog"]
 
 
 class RaftLog(Protocol):
+    snapshots: SnapshotStore
+
     @property
     def end_offset(self) -> int: ...
 
@@ -72,6 +82,17 @@ class RaftLog(Protocol):
     def flushed_end(self) -> int:
         """The log is durable below this offset."""
 
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    def delete_before(self, offset: int) -> bool:
+        """Moves the log start to `offset` (at most the high watermark; a snapshot must cover
+        what is before it) and deletes what lies wholly below; whether it moved."""
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Deletes the whole log: it restarts empty at `offset`, its high watermark there (a
+        follower installing a snapshot that ends at `offset`)."""
+
 
 def end_offset(log: RaftLog) -> OffsetAndEpoch:
     """The log's end as Raft compares logs: (end offset, last epoch)."""
@@ -88,6 +109,57 @@ def validate_offset_and_epoch(log: RaftLog, fetch_offset: int,
     if epoch != last_fetched_epoch or epoch_end < fetch_offset:
         return OffsetAndEpoch(epoch_end, epoch)
     return None
+
+
+def snapshot_last_epoch(snapshots: SnapshotStore, start: int, end: int) -> int:
+    """The last epoch of a log without batches: the epoch of the snapshot it starts at."""
+    latest = snapshots.latest_id()
+    if latest is not None and latest.offset == start == end:
+        return latest.epoch
+    return 0
+
+
+def snapshot_end_offset_for_epoch(snapshots: SnapshotStore, found: tuple[int, int],
+                                  epoch: int) -> tuple[int, int]:
+    """Kafka's KafkaMetadataLog.endOffsetForEpoch: an epoch older than the log's first one
+    answers the first epoch's start offset; if that is the earliest snapshot's end, the
+    snapshot's id says more (the epoch of the record before it)."""
+    earliest = snapshots.earliest_id()
+    if earliest is not None and found == (epoch, earliest.offset):
+        return earliest.epoch, earliest.offset
+    return found
+
+
+class FetchValidation(NamedTuple):
+    """How a leader answers a Fetch: VALID (send records), DIVERGING (`position`: where the
+    follower's log diverges, for it to truncate to) or SNAPSHOT (`position`: the snapshot id
+    to fetch, the follower's offset being before what this log holds)."""
+
+    kind: str
+    position: OffsetAndEpoch | None = None
+
+
+VALID = "valid"
+DIVERGING = "diverging"
+SNAPSHOT = "snapshot"
+
+
+def validate_fetch(log: RaftLog, fetch_offset: int, last_fetched_epoch: int) -> FetchValidation:
+    """Kafka's validateOffsetAndEpoch with snapshots (KIP-630). A fetch at or before the log
+    start (when it is above 0) can only be checked against the snapshot the log starts at; if
+    there is none, or the epochs differ, the follower gets the newest snapshot."""
+    start = log.start_offset
+    if start > 0 and fetch_offset <= start:
+        at_start = log.snapshots.info(OffsetAndEpoch(start, last_fetched_epoch))
+        if fetch_offset == start and at_start is not None:
+            return FetchValidation(VALID)
+        latest = log.snapshots.latest_id()
+        if latest is not None:
+            return FetchValidation(SNAPSHOT, latest)
+    diverging = validate_offset_and_epoch(log, fetch_offset, last_fetched_epoch)
+    if diverging is not None:
+        return FetchValidation(DIVERGING, diverging)
+    return FetchValidation(VALID)
 
 
 def truncation_offset(log: RaftLog, diverging: OffsetAndEpoch) -> int:
@@ -130,8 +202,24 @@ class StorageRaftLog:
     """RaftLog over the storage `Log` of `__cluster_metadata-0` (its leader-epoch cache answers
     `end_offset_for_epoch`; its recovery point is how far it is flushed)."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, snapshots: SnapshotStore | None = None) -> None:
         self.log = log
+        self.snapshots = snapshots if snapshots is not None else FileSnapshotStore(log.dir)
+        self.truncate_to_latest_snapshot()
+
+    def truncate_to_latest_snapshot(self) -> bool:
+        """Kafka's truncateToLatestSnapshot, at open: a follower that crashed after installing
+        a snapshot but before truncating its log finishes the job (the snapshot is ahead of
+        the log: a later epoch, or the same epoch past the log end)."""
+        latest = self.snapshots.latest_id()
+        if latest is None:
+            return False
+        last_epoch = self.log.latest_epoch or 0
+        if latest.epoch > last_epoch or (latest.epoch == last_epoch
+                                         and latest.offset > self.end_offset):
+            self.log.truncate_fully_and_start_at(latest.offset)
+            return True
+        return False
 
     @property
     def end_offset(self) -> int:
@@ -144,13 +232,15 @@ class StorageRaftLog:
     @property
     def last_fetched_epoch(self) -> int:
         latest = self.log.latest_epoch
-        return 0 if latest is None else latest
+        if latest is None:
+            return snapshot_last_epoch(self.snapshots, self.start_offset, self.end_offset)
+        return latest
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         found_epoch, found_end = self.log.end_offset_for_epoch(epoch)
         if found_epoch < 0:
             return self.last_fetched_epoch, self.end_offset
-        return found_epoch, found_end
+        return snapshot_end_offset_for_epoch(self.snapshots, (found_epoch, found_end), epoch)
 
     def append_as_leader(self, batch: bytes, epoch: int) -> tuple[int, int]:
         info = self.log.append_as_leader(batch, leader_epoch=epoch,
@@ -180,6 +270,20 @@ class StorageRaftLog:
     def flushed_end(self) -> int:
         return self.log.recovery_point
 
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    def delete_before(self, offset: int) -> bool:
+        if offset <= self.start_offset or offset > self.log.high_watermark:
+            return False
+        before = self.start_offset
+        self.log.delete_records_before(offset)
+        return self.start_offset > before
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+
 
 # ------------------------------------------------------------------------------------------------
 # in memory
@@ -189,7 +293,9 @@ class MemoryRaftLog:
     """An in-memory RaftLog whose `crash()` keeps only what was flushed (for the simulation and
     unit tests). Batches are kept as bytes, checked (CRC, contiguous offsets) on append."""
 
-    def __init__(self) -> None:
+    def __init__(self, snapshots: MemorySnapshotStore | None = None) -> None:
+        self.snapshots = snapshots if snapshots is not None else MemorySnapshotStore()
+        self._start = 0
         self._batches: list[bytes] = []
         self._last_offsets: list[int] = []  # per batch
         self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), strictly increasing
@@ -204,18 +310,24 @@ class MemoryRaftLog:
 
     @property
     def start_offset(self) -> int:
-        return 0
+        return self._start
 
     @property
     def last_fetched_epoch(self) -> int:
-        return self._epochs[-1][0] if self._epochs else 0
+        if self._epochs:
+            return self._epochs[-1][0]
+        return snapshot_last_epoch(self.snapshots, self._start, self._end)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(len(data) for data in self._batches)
 
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
 
     def update_high_watermark(self, offset: int) -> None:
-        self._high_watermark = max(0, min(offset, self._end))
+        self._high_watermark = max(self._start, min(offset, self._end))
 
     @property
     def flushed_end(self) -> int:
@@ -226,14 +338,16 @@ class MemoryRaftLog:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         if not self._epochs:
-            return 0, self._end
+            return self.last_fetched_epoch, self._end
         epochs = [e for e, _ in self._epochs]
         higher = bisect.bisect_right(epochs, epoch)
         if higher == len(epochs):
             return self._epochs[-1][0], self._end
         if higher == 0:
-            return epoch, self._epochs[0][1]
-        return self._epochs[higher - 1][0], self._epochs[higher][1]
+            found = (epoch, self._epochs[0][1])
+        else:
+            found = (self._epochs[higher - 1][0], self._epochs[higher][1])
+        return snapshot_end_offset_for_epoch(self.snapshots, found, epoch)
 
     # -- append
     def append_as_leader(self, batch: bytes, epoch: int) -> tuple[int, int]:
@@ -276,9 +390,9 @@ class MemoryRaftLog:
 
     # -- read
     def read(self, offset: int, max_bytes: int) -> bytes:
-        if offset < 0 or offset > self._end:
+        if offset < self._start or offset > self._end:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {offset} is outside [0, {self._end}]")
+                             f"offset {offset} is outside [{self._start}, {self._end}]")
         index = bisect.bisect_left(self._last_offsets, offset)
         out: list[bytes] = []
         size = 0
@@ -296,7 +410,7 @@ class MemoryRaftLog:
         index = bisect.bisect_left(self._last_offsets, offset)
         del self._batches[index:]
         del self._last_offsets[index:]
-        self._end = self._last_offsets[-1] + 1 if self._last_offsets else 0
+        self._end = self._last_offsets[-1] + 1 if self._last_offsets else self._start
         self._epochs = [(e, start) for e, start in self._epochs if start < self._end]
         self._flushed_end = min(self._flushed_end, self._end)
         self._high_watermark = min(self._high_watermark, self._end)
@@ -304,7 +418,28 @@ class MemoryRaftLog:
     def flush(self) -> None:
         self._flushed_end = self._end
 
+    def delete_before(self, offset: int) -> bool:
+        if offset <= self._start or offset > self._high_watermark:
+            return False
+        # Whole batches only (a memory log's "segments" are its batches).
+        index = bisect.bisect_left(self._last_offsets, offset)
+        del self._batches[:index]
+        del self._last_offsets[:index]
+        self._start = offset
+        # Kafka's truncateFromStart: the epoch covering the new start now starts there.
+        covering = [(e, s) for e, s in self._epochs if s <= offset]
+        later = [(e, s) for e, s in self._epochs if s > offset]
+        self._epochs = ([(covering[-1][0], offset)] if covering else []) + later
+        self._flushed_end = max(self._flushed_end, offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._batches.clear()
+        self._last_offsets.clear()
+        self._epochs.clear()
+        self._start = self._end = self._flushed_end = self._high_watermark = offset
+
     def crash(self) -> None:
         """A process crash: unflushed batches are gone, the high watermark is forgotten."""
         self.truncate_to(self._flushed_end)
-        self._high_watermark = 0
+        self._high_watermark = self._start

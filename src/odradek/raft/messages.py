@@ -1,7 +1,7 @@
 """The Kafka messages Raft exchanges, built and unpacked for the one metadata partition.
 
 Versions: Vote, BeginQuorumEpoch and EndQuorumEpoch v0, Fetch v16 (ReplicaState, topic id),
-DescribeQuorum v1: the newest the project's generated codecs (Kafka 3.8 specs) know.
+FetchSnapshot v0, DescribeQuorum v1: the newest the project's generated codecs (Kafka 3.8 specs) know.
 `single_partition` returns None for a request that is not about exactly the metadata
 partition; the client answers it INVALID_REQUEST.
 """
@@ -20,6 +20,7 @@ API_VERSIONS: dict[type[m.Message], int] = {
     m.BeginQuorumEpochRequest: 0, m.BeginQuorumEpochResponse: 0,
     m.EndQuorumEpochRequest: 0, m.EndQuorumEpochResponse: 0,
     m.FetchRequest: 16, m.FetchResponse: 16,
+    m.FetchSnapshotRequest: 0, m.FetchSnapshotResponse: 0,
     m.DescribeQuorumRequest: 1, m.DescribeQuorumResponse: 1,
 }
 
@@ -35,6 +36,8 @@ def single_partition(message: Any) -> Any | None:
         return None
     topic = topics[0]
     name = getattr(topic, "topic_name", None)
+    if name is None:
+        name = getattr(topic, "name", None)  # FetchSnapshot
     if name is None:  # Fetch v13+: by topic id
         if getattr(topic, "topic_id", None) != METADATA_TOPIC_ID:
             return None
@@ -44,7 +47,9 @@ def single_partition(message: Any) -> Any | None:
     if len(partitions) != 1:
         return None
     partition = partitions[0]
-    index = getattr(partition, "partition_index", getattr(partition, "partition", None))
+    index = getattr(partition, "partition_index", None)
+    if index is None:
+        index = getattr(partition, "partition", getattr(partition, "index", None))
     return partition if index == METADATA_PARTITION else None
 
 
@@ -126,8 +131,9 @@ def fetch_replica_id(request: m.FetchRequest) -> int:
 
 def fetch_response(error: ErrorCode, leader_id: int | None, epoch: int, high_watermark: int,
                    records: bytes = b"", diverging: tuple[int, int] | None = None,
-                   top_level_error: ErrorCode = ErrorCode.NONE) -> m.FetchResponse:
-    """`diverging` is (end offset, epoch)."""
+                   top_level_error: ErrorCode = ErrorCode.NONE,
+                   snapshot_id: tuple[int, int] | None = None) -> m.FetchResponse:
+    """`diverging` and `snapshot_id` are (end offset, epoch)."""
     partition = m.FetchResponse.PartitionData(
         partition_index=METADATA_PARTITION, error_code=error.code, high_watermark=high_watermark,
         current_leader=m.FetchResponse.LeaderIdAndEpoch(
@@ -136,9 +142,39 @@ def fetch_response(error: ErrorCode, leader_id: int | None, epoch: int, high_wat
     if diverging is not None:
         partition.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=diverging[1],
                                                                    end_offset=diverging[0])
+    if snapshot_id is not None:
+        partition.snapshot_id = m.FetchResponse.SnapshotId(end_offset=snapshot_id[0],
+                                                           epoch=snapshot_id[1])
     return m.FetchResponse(error_code=top_level_error.code, responses=[
         m.FetchResponse.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID,
                                                partitions=[partition])])
+
+
+# -- FetchSnapshot
+def fetch_snapshot_request(cluster_id: str, replica_id: int, epoch: int,
+                           snapshot_id: tuple[int, int], position: int,
+                           max_bytes: int) -> m.FetchSnapshotRequest:
+    """`snapshot_id` is (end offset, epoch)."""
+    R = m.FetchSnapshotRequest
+    return R(cluster_id=cluster_id, replica_id=replica_id, max_bytes=max_bytes, topics=[
+        R.TopicSnapshot(name=METADATA_TOPIC, partitions=[R.PartitionSnapshot(
+            partition=METADATA_PARTITION, current_leader_epoch=epoch,
+            snapshot_id=R.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
+            position=position)])])
+
+
+def fetch_snapshot_response(error: ErrorCode, leader_id: int | None, epoch: int,
+                            snapshot_id: tuple[int, int] = (-1, -1), size: int = 0,
+                            position: int = 0,
+                            records: bytes = b"") -> m.FetchSnapshotResponse:
+    R = m.FetchSnapshotResponse
+    return R(error_code=0, topics=[R.TopicSnapshot(name=METADATA_TOPIC, partitions=[
+        R.PartitionSnapshot(
+            index=METADATA_PARTITION, error_code=error.code,
+            snapshot_id=R.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
+            current_leader=R.LeaderIdAndEpoch(
+                leader_id=NO_LEADER if leader_id is None else leader_id, leader_epoch=epoch),
+            size=size, position=position, unaligned_records=records)])])
 
 
 def top_level_error(response_cls: type[m.Message], error: ErrorCode) -> m.Message:

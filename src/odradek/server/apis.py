@@ -54,8 +54,9 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     1: 13,  # Fetch of __cluster_metadata (by topic id)
     17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
     52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
-    60: 0,  # DescribeCluster
     58: 0,  # Envelope: admin requests forwarded by brokers
+    59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
+    60: 0,  # DescribeCluster
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -155,6 +156,7 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         54: raft.end_quorum_epoch,
         55: raft.describe_quorum,
         58: envelope.envelope,
+        59: raft.fetch_snapshot,
         60: metadata.describe_cluster,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,

@@ -240,8 +240,14 @@ class Broker:
                 self.node_id, self.raft_channel.endpoints,
                 request_timeout_ms=raft_config.request_timeout_ms,
                 client_id=f"broker-lifecycle-{self.node_id}")
-        return MetadataQuorum(metadata_log, self.node_id, voters=voter_ids,
-                              cluster_id=self.cluster_id, raft_config=raft_config, send=send)
+        return MetadataQuorum(
+            metadata_log, self.node_id, voters=voter_ids, cluster_id=self.cluster_id,
+            raft_config=raft_config, send=send,
+            snapshot_max_bytes=int(
+                config.get("metadata.log.max.record.bytes.between.snapshots")),
+            snapshot_interval_ms=int(config.get("metadata.log.max.snapshot.interval.ms")),
+            retention_bytes=int(config.get("metadata.max.retention.bytes")),
+            retention_ms=int(config.get("metadata.max.retention.ms")))
 
     def controller_id(self) -> int:
         """The controller as Metadata and DescribeCluster report it to clients (-1: unknown):

@@ -1,5 +1,5 @@
 """The KRaft quorum's APIs: Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum and the Fetch
-of `__cluster_metadata`, served on controller listeners and answered by this node's Raft client
+and FetchSnapshot of `__cluster_metadata`, served on controller listeners and answered by this node's Raft client
 (through `MetadataQuorum.handle_request`, which parks a long-polling Fetch).
 
 DescribeQuorum on a broker listener is forwarded to the active controller (server.forwarding), as
@@ -42,6 +42,9 @@ class RaftApis:
             req.replica_state = m.FetchRequest.ReplicaState(replica_id=req.replica_id)
         replica_id = raft_messages.fetch_replica_id(req)
         return await self.quorum.handle_request(replica_id, req)
+
+    async def fetch_snapshot(self, ctx: RequestContext, req: m.FetchSnapshotRequest):
+        return await self.quorum.handle_request(req.replica_id, req)
 
     async def describe_quorum(self, ctx: RequestContext, req: m.DescribeQuorumRequest):
         return await self.quorum.handle_request(-1, req)
