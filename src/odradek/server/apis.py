@@ -44,6 +44,7 @@ SERVED_VERSIONS: dict[int, int] = {
     20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
     43: 0,  # ElectLeaders
     55: 0,  # DescribeQuorum (Kafka forwards it to the controller; see RaftApis)
+    57: 0,  # UpdateFeatures (forwarded to the active controller)
     60: 0, 75: 0,
 }
 
@@ -104,6 +105,7 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         44: admin.incremental_alter_configs,
         47: groups.offset_delete,
         55: raft.describe_quorum_on_broker,
+        57: admin.update_features,
         60: metadata.describe_cluster,
         75: metadata.describe_topic_partitions,
     }
