@@ -47,10 +47,13 @@ def finalized(client: RawClient) -> tuple[dict[str, int], int]:
             response.finalized_features_epoch)
 
 
+def invalid(message: str) -> tuple[ErrorCode, str]:
+    return ErrorCode.INVALID_UPDATE_VERSION, message
+
+
 def local_range_error(level: int) -> tuple[ErrorCode, str]:
-    return (ErrorCode.INVALID_UPDATE_VERSION,
-            f"Invalid update version {level} for feature metadata.version. Local controller 1 "
-            f"only supports versions 1-20")
+    return invalid(f"Invalid update version {level} for feature metadata.version. Local "
+                   f"controller 1 only supports versions 1-20")
 
 
 def test_update_features_is_advertised_at_versions_0_to_1(client):
@@ -74,8 +77,7 @@ def test_upgrade_to_the_current_level_succeeds(client, version):
 
 
 def test_unknown_feature_fails(client):
-    assert results(update(client, ("no.such.feature", 1, UPGRADE))) == {"no.such.feature": (
-        ErrorCode.INVALID_UPDATE_VERSION,
+    assert results(update(client, ("no.such.feature", 1, UPGRADE))) == {"no.such.feature": invalid(
         "Invalid update version 1 for feature no.such.feature. Local controller 1 does not "
         "support this feature.")}
 
@@ -93,18 +95,15 @@ def test_validate_only_changes_nothing(client):
 
 
 def test_downgrades(client):
-    assert results(update(client, (MV, 19, UPGRADE))) == {MV: (
-        ErrorCode.INVALID_UPDATE_VERSION,
+    assert results(update(client, (MV, 19, UPGRADE))) == {MV: invalid(
         "Invalid update version 19 for feature metadata.version. Can't downgrade the version "
         "of this feature without setting the upgrade type to either safe or unsafe "
         "downgrade.")}
     # 3.7-IV2 (17) changed the metadata: going below it would lose information
-    assert results(update(client, (MV, 16, SAFE_DOWNGRADE))) == {MV: (
-        ErrorCode.INVALID_UPDATE_VERSION,
+    assert results(update(client, (MV, 16, SAFE_DOWNGRADE))) == {MV: invalid(
         "Invalid metadata.version 16. Refusing to perform the requested downgrade because it "
         "might delete metadata information.")}
-    assert results(update(client, (MV, 16, UNSAFE_DOWNGRADE))) == {MV: (
-        ErrorCode.INVALID_UPDATE_VERSION,
+    assert results(update(client, (MV, 16, UNSAFE_DOWNGRADE))) == {MV: invalid(
         "Invalid metadata.version 16. Unsafe metadata downgrade is not supported in this "
         "version.")}
     # 3.7-IV3 .. 3.8-IV0 changed nothing: a safe downgrade to 3.7-IV2 goes through, and back
@@ -132,8 +131,7 @@ def test_each_feature_gets_its_own_result(client):
     assert results(response) == {
         "aa.feature": (ErrorCode.NONE, None),  # level 0 of a feature nobody has: a no-op
         MV: (ErrorCode.NONE, None),
-        "zz.feature": (ErrorCode.INVALID_UPDATE_VERSION,
-                       "Invalid update version 3 for feature zz.feature. Local controller 1 "
-                       "does not support this feature."),
+        "zz.feature": invalid("Invalid update version 3 for feature zz.feature. Local "
+                              "controller 1 does not support this feature."),
     }
     assert finalized(client)[0] == {MV: 20}
