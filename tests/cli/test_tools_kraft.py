@@ -120,26 +120,73 @@ def test_add_and_remove_controller_are_unsupported(node, meta, capsys):
 # features
 
 
-def test_features_describe(node, capsys):
+DESCRIBE_LINE = re.compile(r"Feature: metadata\.version\tSupportedMinVersion: 3\.0-IV1\t"
+                           r"SupportedMaxVersion: 3\.8-IV0\tFinalizedVersionLevel: (\S+)\t"
+                           r"Epoch: (\d+)\n")
+
+
+def describe(capsys, node) -> tuple[str, int]:
+    """(finalized metadata.version, epoch) as `features describe` prints them."""
     code, out, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "describe")
     assert code == 0, err
-    assert re.fullmatch(r"Feature: metadata\.version\tSupportedMinVersion: 3\.0-IV1\t"
-                        r"SupportedMaxVersion: 3\.8-IV0\tFinalizedVersionLevel: 3\.8-IV0\t"
-                        r"Epoch: \d+\n", out), out
+    match = DESCRIBE_LINE.fullmatch(out)
+    assert match, out
+    return match[1], int(match[2])
 
 
-def test_features_upgrade_is_unsupported(node, capsys):
+def test_features_describe(node, capsys):
+    level, epoch = describe(capsys, node)
+    assert level == "3.8-IV0" and epoch > 0
+
+
+def test_features_upgrade_and_downgrade(node, capsys):
+    _, epoch = describe(capsys, node)
+    # Upgrading to the level the cluster has is a success (the level is written again).
     code, out, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "upgrade",
                          "--metadata", "3.8")
-    assert code == 1
-    assert out == ("Could not upgrade metadata.version to 20. The node does not support "
-                   "UPDATE_FEATURES\n")
-    assert err == "1 out of 1 operation(s) failed.\n"
+    assert (code, out, err) == (0, "metadata.version was upgraded to 20.\n", "")
+    level, epoch_after = describe(capsys, node)
+    assert level == "3.8-IV0" and epoch_after > epoch
+    # 3.7-IV3 .. 3.8-IV0 did not change the metadata: a safe downgrade would lose nothing.
     code, out, _ = run(capsys, features, "--bootstrap-server", node.bootstrap, "downgrade",
                        "--feature", "metadata.version=19", "--dry-run")
-    assert code == 1 and out.startswith("Can not downgrade metadata.version to 19. ")
+    assert (code, out) == (0, "metadata.version can be downgraded to 19.\n")
+    assert describe(capsys, node)[0] == "3.8-IV0"
+
+
+def test_features_refusals(node, capsys):
+    def refused(*args: str) -> str:
+        code, out, err = run(capsys, features, "--bootstrap-server", node.bootstrap, *args)
+        assert (code, err) == (1, "1 out of 1 operation(s) failed.\n")
+        return out
+
+    assert refused("upgrade", "--feature", "metadata.version=21") == (
+        "Could not upgrade metadata.version to 21. Invalid update version 21 for feature "
+        "metadata.version. Local controller 1 only supports versions 1-20\n")
+    assert refused("downgrade", "--metadata", "3.7-IV1") == (
+        "Could not downgrade metadata.version to 16. Invalid metadata.version 16. Refusing to "
+        "perform the requested downgrade because it might delete metadata information.\n")
+    assert refused("downgrade", "--metadata", "3.7-IV1", "--unsafe", "--dry-run") == (
+        "Can not downgrade metadata.version to 16. Invalid metadata.version 16. Unsafe "
+        "metadata downgrade is not supported in this version.\n")
+    assert refused("disable", "--feature", "metadata.version") == (
+        "Could not disable metadata.version. Invalid update version 0 for feature "
+        "metadata.version. Local controller 1 only supports versions 1-20\n")
+    assert refused("upgrade", "--feature", "group.version=1") == (
+        "Could not upgrade group.version to 1. Invalid update version 1 for feature "
+        "group.version. Local controller 1 does not support this feature.\n")
     code, _, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "upgrade")
     assert (code, err) == (1, "You must specify at least one feature to upgrade\n")
+    assert describe(capsys, node)[0] == "3.8-IV0"
+
+
+def test_features_update_on_a_controller_listener_is_unsupported(node, capsys):
+    """Odradek's controller listeners do not serve UpdateFeatures (brokers forward it)."""
+    code, out, err = run(capsys, features, "--bootstrap-controller",
+                         f"127.0.0.1:{node.controller_port}", "upgrade", "--metadata", "3.8")
+    assert (code, err) == (1, "1 out of 1 operation(s) failed.\n")
+    assert out == ("Could not upgrade metadata.version to 20. The node does not support "
+                   "UPDATE_FEATURES\n")
 
 
 # ------------------------------------------------------------------------------------------

@@ -8,10 +8,14 @@ finalized features and their epoch)::
     Feature: metadata.version	SupportedMinVersion: 3.0-IV1	SupportedMaxVersion: 3.8-IV0	FinalizedVersionLevel: 3.8-IV0	Epoch: 6
 
 metadata.version levels are printed by their release names (Kafka's MetadataVersion), other
-features by number. ``upgrade``, ``downgrade`` and ``disable`` send UpdateFeatures; a node that
-does not serve it (no Odradek node does yet) fails each update as Kafka's client does:
-``Could not upgrade metadata.version to 20. The node does not support UPDATE_FEATURES``,
-then ``1 out of 1 operation(s) failed.`` on stderr and exit code 1.
+features by number. ``upgrade``, ``downgrade`` and ``disable`` send UpdateFeatures (any broker
+forwards it to the active controller) and print one line per feature:
+``metadata.version was upgraded to 20.``, or the controller's refusal:
+``Could not downgrade metadata.version to 16. Invalid metadata.version 16. Refusing to perform
+the requested downgrade because it might delete metadata information.``, then
+``1 out of 1 operation(s) failed.`` on stderr and exit code 1. A node that does not serve
+UpdateFeatures (a controller listener) fails each update as Kafka's client does:
+``... The node does not support UPDATE_FEATURES``.
 """
 
 from __future__ import annotations
@@ -161,13 +165,21 @@ async def _update_features(client: KraftClient, updates: dict[str, int], upgrade
     if UPDATE_FEATURES not in connection.api_versions:
         message = str(UnsupportedApiError(UPDATE_FEATURES))
         return {name: message for name in updates}
+    # v0 says "downgrade" with AllowDowngrade and cannot validate only; v1 has UpgradeType
+    # and ValidateOnly instead (a field outside its version must keep its default).
+    version = connection.pick_version(UPDATE_FEATURES)
+    Key = m.UpdateFeaturesRequest.FeatureUpdateKey
     request = m.UpdateFeaturesRequest(
         timeout_ms=60_000,
-        feature_updates=[m.UpdateFeaturesRequest.FeatureUpdateKey(
-            feature=name, max_version_level=level, allow_downgrade=upgrade_type != UPGRADE,
-            upgrade_type=upgrade_type) for name, level in updates.items()],
-        validate_only=dry_run)
-    response = await connection.send(request)
+        feature_updates=[Key(feature=name, max_version_level=level, allow_downgrade=(
+                                 version == 0 and upgrade_type != UPGRADE),
+                             upgrade_type=upgrade_type if version >= 1 else UPGRADE)
+                         for name, level in updates.items()],
+        validate_only=dry_run and version >= 1)
+    if dry_run and version == 0:  # what Kafka's serializer refuses it with
+        return {name: "Attempted to write a non-default validateOnly at version 0"
+                for name in updates}
+    response = await connection.send(request, api_version=version)
     if response.error_code != 0:
         message = KafkaError(response.error_code, response.error_message).message
         return {name: message for name in updates}

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.controller import cluster_control
+from odradek.controller import cluster_control, features
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
@@ -301,6 +301,17 @@ class QuorumController:
             self._check_active()
             results, records = elect_leaders(self.image, election_type, topic_partitions,
                                              broker_config=broker_config or self.broker_config)
+            await self._commit(records)
+            return results
+
+    async def update_features(self, updates: Sequence[features.FeatureUpdate],
+                              validate_only: bool) -> dict[str, OpResult]:
+        """UpdateFeatures: a result per feature, by name (see `controller.features`). A
+        failure of the whole request (not the active controller) raises KafkaError."""
+        async with self._lock:
+            self._check_active()
+            results, records = features.update_features(
+                self.image, updates, node_id=self.quorum.node_id, validate_only=validate_only)
             await self._commit(records)
             return results
 

@@ -44,6 +44,7 @@ SERVED_VERSIONS: dict[int, int] = {
     20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
     43: 0,  # ElectLeaders
     55: 0,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
+    57: 0,  # UpdateFeatures (forwarded to the active controller)
     60: 0, 75: 0,
 }
 
@@ -132,6 +133,7 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
         37: admin.create_partitions,
         43: admin.elect_leaders,
         44: admin.incremental_alter_configs,
+        57: admin.update_features,
     }
 
 

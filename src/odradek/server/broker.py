@@ -30,12 +30,13 @@ from typing import Any
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
+from odradek.controller.features import LATEST_METADATA_VERSION, SUPPORTED_FEATURES
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.controller.quorum_controller import QuorumController
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.metadata.cache import MetadataCache
-from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
+from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.raft import RaftConfig
@@ -75,10 +76,10 @@ from odradek.storage.config import LogConfig
 
 log = logging.getLogger("odradek.broker")
 
-# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements.
-METADATA_VERSION_LEVEL = 20
+# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements (one source:
+# the controller's feature table).
+METADATA_VERSION_LEVEL = LATEST_METADATA_VERSION
 HOUSEKEEPING_INTERVAL_S = 0.5
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {METADATA_VERSION_FEATURE: (1, 20)}
 
 
 def _now_ms() -> int:

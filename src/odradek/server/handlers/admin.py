@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.config import describe as config_describe
 from odradek.config.describe import ConfigEntry, ConfigSource
 from odradek.controller.controller import TopicSpec
+from odradek.controller.features import FeatureUpdate, upgrade_type_of
 from odradek.controller.replication_control import ELECTION_PREFERRED
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
@@ -28,8 +29,8 @@ log = logging.getLogger("odradek.admin")
 
 class AdminApis:
     """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs, ElectLeaders: metadata changes go to the
-    controller, data changes to the replica manager."""
+    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs, ElectLeaders, UpdateFeatures:
+    metadata changes go to the controller, data changes to the replica manager."""
 
     def __init__(self, *, node_id: int, config: Any, default_log_config: LogConfig,
                  cache: MetadataCache, controller: QuorumController,
@@ -164,6 +165,25 @@ class AdminApis:
                 R.PartitionResult(partition_id=e.partition_id, error_code=e.error,
                                   error_message=e.message) for e in elections])
             for topic, elections in results])
+
+    async def update_features(self, ctx: RequestContext, req: m.UpdateFeaturesRequest):
+        """UpdateFeatures: the controller answers per feature; a failure of the whole request
+        (not the active controller) is the top-level error, with no results (Kafka's
+        UpdateFeaturesResponse.createWithErrors)."""
+        R = m.UpdateFeaturesResponse
+        version = ctx.api_version
+        updates = [FeatureUpdate(u.feature, u.max_version_level,
+                                 upgrade_type_of(version, u.allow_downgrade, u.upgrade_type))
+                   for u in req.feature_updates]
+        try:
+            results = await self.controller.update_features(
+                updates, validate_only=version >= 1 and req.validate_only)
+        except KafkaError as exc:
+            return R(error_code=exc.code, error_message=exc.message, results=[])
+        return R(error_code=ErrorCode.NONE, error_message=None, results=[
+            R.UpdatableFeatureResult(feature=name, error_code=result.error,
+                                     error_message=result.message)
+            for name, result in results.items()])
 
     def describe_configs(self, ctx: RequestContext, req: m.DescribeConfigsRequest):
         version = ctx.api_version

@@ -1,0 +1,219 @@
+"""Feature flags (KIP-584, KIP-778): UpdateFeatures as Kafka 3.8's FeatureControlManager does it.
+
+Pure: the metadata image and the requested updates in, the per-feature results and the
+FeatureLevelRecords to commit out. The active controller (`QuorumController.update_features`)
+commits the records.
+
+Kafka 3.8's rules, per feature (each feature gets its own result; the records of those that
+succeed are committed together even when others fail):
+
+- an unknown upgrade type fails; a level below 0 fails;
+- the level must be supported by the local controller and by every registered broker (a feature
+  a node does not know is supported at level 0 only): otherwise "Local controller N only
+  supports versions A-B" / "brokerN does not support this feature." (Kafka 3.8 spells the
+  broker without a space);
+- a lower level needs a downgrade type, a higher one the upgrade type;
+- metadata.version cannot go below 3.3-IV0 (the first level the log can record), and a
+  downgrade is refused when any level between the two changed the metadata format (Kafka 3.8
+  does not implement lossy downgrades: "Unsafe metadata downgrade is not supported in this
+  version."); a downgrade across levels that changed nothing is written;
+- the record of a success is written even when the level does not change (as Kafka does).
+
+Level 0 of a feature other than metadata.version removes it from the finalized features.
+
+Controller registrations (KIP-919) are not part of Odradek's metadata; as Kafka does before
+3.7-IV0, only the local controller and the registered brokers are checked. In a combined
+cluster every controller is also a registered broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.controller.controller import OpResult
+from odradek.metadata.image import METADATA_VERSION_FEATURE, MetadataImage
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.controller.features")
+
+# UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType); anything else is UNKNOWN.
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+#: Kafka 3.8's KRaft metadata.version levels, from level 1: (name, did the metadata format
+#: change at this level) — MetadataVersion's didMetadataChange, which decides whether a
+#: downgrade loses information.
+METADATA_VERSIONS: tuple[tuple[str, bool], ...] = (
+    ("3.0-IV1", True), ("3.1-IV0", False), ("3.2-IV0", True), ("3.3-IV0", False),
+    ("3.3-IV1", True), ("3.3-IV2", True), ("3.3-IV3", True), ("3.4-IV0", True),
+    ("3.5-IV0", False), ("3.5-IV1", False), ("3.5-IV2", True), ("3.6-IV0", False),
+    ("3.6-IV1", True), ("3.6-IV2", True), ("3.7-IV0", True), ("3.7-IV1", False),
+    ("3.7-IV2", True), ("3.7-IV3", False), ("3.7-IV4", False), ("3.8-IV0", False),
+)
+MINIMUM_KRAFT_VERSION = 1  # 3.0-IV1
+#: the first level that can be written to the log as a FeatureLevelRecord (3.3-IV0)
+MINIMUM_BOOTSTRAP_VERSION = 4
+LATEST_METADATA_VERSION = len(METADATA_VERSIONS)  # 20, 3.8-IV0
+
+#: The features this software supports, as (min, max) levels. Kafka 3.8 also knows
+#: kraft.version (0-0 here: static voters) and group.version (0-0 in production), but leaves
+#: features whose lowest level is 0 out of ApiVersions v0-v3 and of BrokerRegistration
+#: (KAFKA-17011), so for a client they do not exist; neither do they here.
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
+    METADATA_VERSION_FEATURE: (MINIMUM_KRAFT_VERSION, LATEST_METADATA_VERSION),
+}
+
+_DISABLED = (0, 0)  # the range of a feature a node does not know
+_SHORT_MAX = 32767
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """One item of UpdateFeatures: set `name` to `level` (0: remove it)."""
+
+    name: str
+    level: int
+    upgrade_type: int = UPGRADE
+
+
+def upgrade_type_of(version: int, allow_downgrade: bool, upgrade_type: int) -> int:
+    """The upgrade type an UpdateFeatures item asks for: v0 has only AllowDowngrade, which
+    means a safe downgrade (KIP-778)."""
+    if version == 0:
+        return SAFE_DOWNGRADE if allow_downgrade else UPGRADE
+    return upgrade_type
+
+
+def metadata_version_name(level: int) -> str:
+    return METADATA_VERSIONS[level - 1][0]
+
+
+def metadata_changed_between(low: int, high: int) -> bool:
+    """Kafka's MetadataVersion.checkIfMetadataChanged: did any level in (low, high] change
+    the metadata format?"""
+    low, high = min(low, high), max(low, high)
+    return any(changed for _name, changed in METADATA_VERSIONS[low:high])
+
+
+def range_text(low: int, high: int) -> str:
+    """Kafka's VersionRange.toString."""
+    if low == high:
+        return str(low)
+    if high == _SHORT_MAX:
+        return f"{low}+"
+    return f"{low}-{high}"
+
+
+def _reason_not_supported(level: int, who: str, supported: tuple[int, int]) -> str | None:
+    low, high = supported
+    if low <= level <= high:
+        return None
+    if high == 0:
+        return f"{who} does not support this feature."
+    return f"{who} only supports versions {range_text(low, high)}"
+
+
+def _invalid_update(name: str, level: int, message: str) -> OpResult:
+    text = f"Invalid update version {level} for feature {name}. {message}"
+    log.warning("%s", text)
+    return OpResult.fail(ErrorCode.INVALID_UPDATE_VERSION, text)
+
+
+def _invalid_metadata_version(level: int, message: str) -> OpResult:
+    text = f"Invalid metadata.version {level}. {message}"
+    log.warning("%s", text)
+    return OpResult.fail(ErrorCode.INVALID_UPDATE_VERSION, text)
+
+
+def _not_supported(image: MetadataImage, name: str, level: int, node_id: int,
+                   local_supported: Mapping[str, tuple[int, int]]) -> str | None:
+    reason = _reason_not_supported(level, f"Local controller {node_id}",
+                                   local_supported.get(name, _DISABLED))
+    if reason is not None:
+        return reason
+    for broker_id in sorted(image.brokers):
+        reason = _reason_not_supported(level, f"broker{broker_id}",
+                                       image.brokers[broker_id].features.get(name, _DISABLED))
+        if reason is not None:
+            return reason
+    return None
+
+
+def _update_metadata_version(current: int, level: int, upgrade_type: int) -> OpResult:
+    """The checks only metadata.version has (Kafka's updateMetadataVersion)."""
+    if not 1 <= level <= len(METADATA_VERSIONS):
+        return _invalid_metadata_version(level, "Unknown metadata.version.")
+    if level < MINIMUM_BOOTSTRAP_VERSION:
+        return _invalid_metadata_version(
+            level, "Unable to set a metadata.version less than "
+                   f"{metadata_version_name(MINIMUM_BOOTSTRAP_VERSION)}")
+    if level < current:
+        if metadata_changed_between(level, current):
+            if upgrade_type == UNSAFE_DOWNGRADE:
+                return _invalid_metadata_version(
+                    level, "Unsafe metadata downgrade is not supported in this version.")
+            return _invalid_metadata_version(
+                level, "Refusing to perform the requested downgrade because it might delete "
+                       "metadata information.")
+        log.warning("Downgrading metadata.version from %s to %s.",
+                    _level_name(current), metadata_version_name(level))
+    else:
+        log.warning("Upgrading metadata.version from %s to %s.", _level_name(current),
+                    metadata_version_name(level))
+    return OpResult()
+
+
+def _level_name(level: int) -> str:
+    return metadata_version_name(level) if 1 <= level <= len(METADATA_VERSIONS) else str(level)
+
+
+def _update_feature(image: MetadataImage, update: FeatureUpdate, node_id: int,
+                    local_supported: Mapping[str, tuple[int, int]]) -> OpResult:
+    name, level = update.name, update.level
+    if update.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        return _invalid_update(name, level,
+                               "The controller does not support the given upgrade type.")
+    current = image.features.get(name, 0)
+    if level < 0:
+        return _invalid_update(name, level, "A feature version cannot be less than 0.")
+    reason = _not_supported(image, name, level, node_id, local_supported)
+    if reason is not None:
+        return _invalid_update(name, level, reason)
+    if level < current and update.upgrade_type == UPGRADE:
+        return _invalid_update(name, level,
+                               "Can't downgrade the version of this feature without setting "
+                               "the upgrade type to either safe or unsafe downgrade.")
+    if level > current and update.upgrade_type != UPGRADE:
+        return _invalid_update(name, level, "Can't downgrade to a newer version.")
+    if name == METADATA_VERSION_FEATURE:
+        return _update_metadata_version(current, level, update.upgrade_type)
+    return OpResult()
+
+
+def update_features(image: MetadataImage, updates: Sequence[FeatureUpdate], *, node_id: int,
+                    local_supported: Mapping[str, tuple[int, int]] = SUPPORTED_FEATURES,
+                    validate_only: bool = False) -> tuple[dict[str, OpResult], list[Any]]:
+    """UpdateFeatures on `image`, as the controller `node_id` (which supports
+    `local_supported`) carries it out: a result per feature, in name order, and the records to
+    commit (none when validate_only). A feature named twice takes its last update."""
+    by_name = {update.name: update for update in updates}
+    results: dict[str, OpResult] = {}
+    records: list[Any] = []
+    for name in sorted(by_name):
+        update = by_name[name]
+        result = _update_feature(image, update, node_id, local_supported)
+        results[name] = result
+        if result.error == ErrorCode.NONE:
+            records.append(m.FeatureLevelRecord(name=name, feature_level=update.level))
+    return results, [] if validate_only else records
+
+
+__all__ = [
+    "LATEST_METADATA_VERSION", "METADATA_VERSIONS", "MINIMUM_BOOTSTRAP_VERSION",
+    "MINIMUM_KRAFT_VERSION", "SAFE_DOWNGRADE", "SUPPORTED_FEATURES", "UNSAFE_DOWNGRADE",
+    "UPGRADE", "FeatureUpdate", "metadata_changed_between", "update_features",
+    "upgrade_type_of",
+]
