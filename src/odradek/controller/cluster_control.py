@@ -164,9 +164,9 @@ def heartbeat(image: MetadataImage, broker_id: int, broker_epoch: int, metadata_
     BrokerHeartbeatManager.calculateNextBrokerState). `controlled_shutdown_offset`: the offset
     of the records that put the broker in controlled shutdown, if the controller knows it."""
     reg = image.brokers.get(broker_id)
-    if reg is None:
-        raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED,
-                         f"Broker {broker_id} is not registered.")
+    if reg is None:  # Kafka's QuorumController answers this one STALE_BROKER_EPOCH too
+        raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                         f"Receive a heartbeat from broker {broker_id} before registration")
     if reg.epoch != broker_epoch:
         raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
                          f"Expected broker epoch {reg.epoch}, but got broker epoch "

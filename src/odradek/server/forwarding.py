@@ -144,8 +144,10 @@ class EnvelopeApis:
         try:
             header, inner = framing.decode_request(bytes(req.request_data))
         except ProtocolError as exc:
+            # Kafka's EnvelopeUtils answers UNSUPPORTED_VERSION when the forwarded header or
+            # body does not parse (INVALID_REQUEST is for a bad Envelope or a non-forwardable API).
             log.warning("malformed forwarded request from %s: %s", ctx.client_host, exc)
-            return R(error_code=ErrorCode.INVALID_REQUEST, response_data=None)
+            return R(error_code=ErrorCode.UNSUPPORTED_VERSION, response_data=None)
         api_key, version = header.request_api_key, header.request_api_version
         handler = self._lookup(api_key, version)
         if handler is None:  # not a forwardable API, or a version we do not take
