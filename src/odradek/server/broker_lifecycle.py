@@ -10,7 +10,8 @@ registration, so start-up does not wait a whole interval.
 
 Errors: NOT_CONTROLLER or an unreachable controller → ask again (the quorum names the new leader)
 after `controller.quorum.retry.backoff.ms`-style backoff; STALE_BROKER_EPOCH or
-BROKER_ID_NOT_REGISTERED (the controller lost our registration, e.g. after a snapshot) →
+BROKER_ID_NOT_REGISTERED (the controller does not know us: Kafka answers an unregistered
+broker STALE_BROKER_EPOCH) →
 register again; DUPLICATE_BROKER_REGISTRATION (our previous incarnation's session is still
 alive) → retry until it expires.
 
