@@ -97,13 +97,13 @@ def test_bad_values(capsys):
     ('{"version": 1}', "org.apache.kafka.server.common.AdminOperationException",
      'Replica election data is missing "partitions" field'),
     ('{"partitions": {"topic": "t"}}', "java.lang.RuntimeException",
-     'com.fasterxml.jackson.databind.JsonMappingException: Expected JSON array, received '
-     '{"topic":"t"}'),
+     ('com.fasterxml.jackson.databind.JsonMappingException: Expected JSON array, received '
+      '{"topic":"t"}')),
     ('{"partitions": [{"topic": "t"}]}', "java.lang.RuntimeException",
      "com.fasterxml.jackson.databind.JsonMappingException: No such field exists: `partition`"),
     ('{"partitions": [{"topic": "t", "partition": "0"}]}', "java.lang.RuntimeException",
-     'com.fasterxml.jackson.databind.JsonMappingException: Expected `Integer` value, received '
-     '"0"'),
+     ('com.fasterxml.jackson.databind.JsonMappingException: Expected `Integer` value, '
+      'received "0"')),
     ('{"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}',
      "org.apache.kafka.server.common.AdminOperationException",
      "Replica election data contains duplicate partitions: [t-0]"),
@@ -191,10 +191,12 @@ def test_unknown_topic_and_partition(node, capsys, tmp_path):
     lines = out.splitlines()
     assert lines[0] == f"Valid replica already elected for partitions {TOPIC}-0"
     assert sorted(lines[1:]) == [
-        f"Error completing leader election (UNCLEAN) for partition: {TOPIC}-9: org.apache."
-        f"kafka.common.errors.UnknownTopicOrPartitionException: No such partition as {TOPIC}-9",
-        "Error completing leader election (UNCLEAN) for partition: no-such-topic-0: org.apache."
-        "kafka.common.errors.UnknownTopicOrPartitionException: No such topic as no-such-topic",
+        (f"Error completing leader election (UNCLEAN) for partition: {TOPIC}-9: org.apache."
+         f"kafka.common.errors.UnknownTopicOrPartitionException: No such partition as "
+         f"{TOPIC}-9"),
+        ("Error completing leader election (UNCLEAN) for partition: no-such-topic-0: org."
+         "apache.kafka.common.errors.UnknownTopicOrPartitionException: No such topic as "
+         "no-such-topic"),
     ]
     assert err == failure("2 replica(s) could not be elected")
 
