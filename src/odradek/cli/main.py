@@ -50,6 +50,9 @@ TOOLS: dict[str, Tool] = {
                             "Describe the KRaft metadata quorum (kafka-metadata-quorum.sh)."),
     "features": Tool("odradek.cli.features",
                      "Describe and update feature flags (kafka-features.sh)."),
+    "leader-election": Tool("odradek.cli.leader_election",
+                            "Elect preferred or unclean partition leaders "
+                            "(kafka-leader-election.sh)."),
     "metadata-shell": Tool("odradek.cli.metadata_shell",
                            "Browse a cluster metadata log or snapshot "
                            "(kafka-metadata-shell.sh)."),

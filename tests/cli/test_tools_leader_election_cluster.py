@@ -1,0 +1,109 @@
+"""`odradek leader-election` on a 3-voter cluster of real processes (tests/cluster/
+quorum_cluster.py), where elections have something to do.
+
+Odradek brokers do not replicate yet, so a replica that left the ISR never returns to it. That
+is enough for both outcomes Kafka's tool prints besides "already elected": a preferred replica
+that is back but out of the ISR cannot lead (PreferredLeaderNotAvailableException), and an
+unclean election gives a leaderless partition a live replica from outside its ISR. One cluster,
+one test: it costs seconds."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from broker_process import wait_until
+from cluster.quorum_cluster import QuorumCluster
+
+from odradek.cli import leader_election
+from odradek.protocol.errors import ErrorCode
+
+START_TIMEOUT_S = 60.0  # three Python processes starting on a shared machine
+SESSION_TIMEOUT_S = 2.0
+SETTLE_S = 15.0
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = leader_election.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def partition_state(cluster: QuorumCluster, asked: int, topic: str) -> tuple[int, list[int]]:
+    """(leader, isr) of the topic's partition 0 as node `asked` reports it."""
+    response = cluster.nodes[asked].metadata(topics=[topic])
+    if response is None or response.topics[0].error_code != 0:
+        return -2, []
+    partition = response.topics[0].partitions[0]
+    return partition.leader_id, sorted(partition.isr_nodes)
+
+
+def live_brokers(cluster: QuorumCluster, asked: int) -> set[int]:
+    response = cluster.nodes[asked].metadata(topics=[])
+    return set() if response is None else {b.node_id for b in response.brokers}
+
+
+def test_preferred_and_unclean_elections(tmp_path, capsys):
+    cluster = QuorumCluster(tmp_path, size=3, overrides={
+        "broker.session.timeout.ms": str(int(SESSION_TIMEOUT_S * 1000)),
+        "broker.heartbeat.interval.ms": "300"})
+    cluster.format()
+    cluster.start()
+    stopped: list[int] = []
+    try:
+        quorum_leader, _epoch = cluster.wait_for_leader(START_TIMEOUT_S)
+        # Stop only the other two voters (one at a time): the quorum keeps its leader.
+        first, second = (node_id for node_id in cluster.nodes if node_id != quorum_leader)
+        bootstrap = f"127.0.0.1:{cluster.nodes[quorum_leader].port}"
+        wait_until(lambda: live_brokers(cluster, quorum_leader) == {1, 2, 3}, START_TIMEOUT_S,
+                   interval=0.1, message="three live brokers")
+        for topic, replicas in (("pref", [first, quorum_leader]), ("dirty", [second, first])):
+            def created(topic=topic, replicas=replicas) -> bool:
+                error = cluster.nodes[quorum_leader].create_topic(topic,
+                                                                  assignments={0: replicas})
+                assert error in (ErrorCode.NONE.code, ErrorCode.TOPIC_ALREADY_EXISTS.code), error
+                return partition_state(cluster, quorum_leader, topic)[0] == replicas[0]
+            wait_until(created, SETTLE_S, interval=0.2, message=f"topic {topic}")
+
+        def pause(node_id: int) -> None:
+            cluster.nodes[node_id].proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            stopped.append(node_id)
+            wait_until(lambda: node_id not in live_brokers(cluster, quorum_leader),
+                       SESSION_TIMEOUT_S + SETTLE_S, interval=0.1,
+                       message=f"broker {node_id} fenced")
+
+        def resume(node_id: int) -> None:
+            cluster.nodes[node_id].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+            stopped.remove(node_id)
+            wait_until(lambda: node_id in live_brokers(cluster, quorum_leader), SETTLE_S,
+                       interval=0.1, message=f"broker {node_id} unfenced")
+
+        started = time.monotonic()
+        pause(first)  # leaves both ISRs: "pref" is led by the quorum leader now
+        assert partition_state(cluster, quorum_leader, "pref") == (quorum_leader,
+                                                                   [quorum_leader])
+        resume(first)
+        # `first` is the preferred replica of "pref" and live, but not in its ISR.
+        code, out, err = run(capsys, "--bootstrap-server", bootstrap, "--election-type",
+                             "preferred", "--topic", "pref", "--partition", "0")
+        assert code == 1
+        assert out == ("Error completing leader election (PREFERRED) for partition: pref-0: "
+                       "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: "
+                       "The preferred leader is not available.\n")
+        assert err.splitlines()[0] == "1 replica(s) could not be elected"
+
+        pause(second)  # the last ISR member of "dirty": it has no leader now
+        assert partition_state(cluster, quorum_leader, "dirty") == (-1, [second])
+        # Every partition: the controller elects only where a leader is missing.
+        code, out, err = run(capsys, "--bootstrap-server", bootstrap, "--election-type",
+                             "unclean", "--all-topic-partitions")
+        assert (code, out, err) == (
+            0, "Successfully completed leader election (UNCLEAN) for partitions dirty-0\n", "")
+        wait_until(lambda: partition_state(cluster, quorum_leader, "dirty") == (first, [first]),
+                   SETTLE_S, interval=0.1, message="dirty-0 led by the unclean leader")
+        print(f"\nelections done {time.monotonic() - started:.1f}s after the first pause")
+    finally:
+        for node_id in stopped:  # a stopped process cannot take SIGTERM
+            cluster.nodes[node_id].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        cluster.stop()
+        cluster.kill_all()
