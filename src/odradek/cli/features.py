@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from odradek.cli.common import ToolArgumentParser, ToolError, UsageExit, configure_logging
+from odradek.cli.common import ToolArgumentParser, ToolError
 from odradek.cli.kraft_client import (
     UPDATE_FEATURES,
     KraftClient,
     UnsupportedApiError,
-    java_exception_text,
+    run_kraft_tool,
     run_with_client,
 )
 from odradek.cli.storage import METADATA_VERSIONS, parse_release_version
@@ -242,21 +242,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging()
-    try:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        return execute(args)
-    except UsageExit as exc:
-        return exc.code
-    except ToolError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except KafkaError as exc:
-        print(java_exception_text(exc), file=sys.stderr)
-        return 1
-    except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    return run_kraft_tool(build_parser, execute, argv, reported=(FileNotFoundError,))
 
 
 if __name__ == "__main__":

@@ -14,10 +14,12 @@ client asks it for kafka-metadata-quorum.sh and kafka-features.sh.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from odradek.cli.common import configure_logging, run_tool
 from odradek.client.cluster import Cluster
 from odradek.client.config import ADMIN_CONFIG, parse_bootstrap_servers
 from odradek.client.connection import Connection
@@ -217,3 +219,25 @@ def run_with_client(props: dict[str, Any], to_controllers: bool,
             await client.close()
 
     return asyncio.run(main())
+
+
+def run_kraft_tool(build_parser: Callable[[], Any], execute: Callable[[Any], int],
+                   argv: list[str] | None, *,
+                   reported: tuple[type[Exception], ...] = ()) -> int:
+    """The main of an argparse4j-style KRaft tool (kafka-metadata-quorum, kafka-features):
+    `common.run_tool` (usage and tool errors), plus a KafkaError printed as the Java exception
+    text Kafka's tools print and the `reported` errors by their message; exit code 1."""
+    configure_logging()
+
+    def body(args: list[str]) -> int:
+        try:
+            return execute(build_parser().parse_args(args))
+        except KafkaError as exc:
+            # Kafka prints the ExecutionException's message (the cause's class and message).
+            print(java_exception_text(exc), file=sys.stderr)
+            return 1
+        except reported as exc:
+            print(exc, file=sys.stderr)
+            return 1
+
+    return run_tool(body, sys.argv[1:] if argv is None else argv)

@@ -33,16 +33,15 @@ import sys
 import time
 from collections.abc import Iterable
 
-from odradek.cli.common import ToolArgumentParser, ToolError, UsageExit, configure_logging
+from odradek.cli.common import ToolArgumentParser, ToolError
 from odradek.cli.kraft_client import (
     QuorumInfo,
     ReplicaState,
     UnsupportedApiError,
-    java_exception_text,
+    run_kraft_tool,
     run_with_client,
 )
 from odradek.cli.tool_options import load_properties_file
-from odradek.protocol.errors import KafkaError
 
 PROG = "kafka-metadata-quorum"
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
@@ -366,20 +365,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging()
-    args_list = sys.argv[1:] if argv is None else argv
-    try:
-        args = build_parser().parse_args(args_list)
-        return execute(args)
-    except UsageExit as exc:
-        return exc.code
-    except ToolError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except KafkaError as exc:
-        # Kafka prints the ExecutionException's message (the cause's class and message).
-        print(java_exception_text(exc), file=sys.stderr)
-        return 1
+    return run_kraft_tool(build_parser, execute, argv)
 
 
 if __name__ == "__main__":

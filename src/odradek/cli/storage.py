@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from odradek.cli.common import ToolArgumentParser, ToolError, configure_logging, run_tool
+from odradek.controller import features
 from odradek.server.config import ConfigError, KafkaConfig
 from odradek.storage.checkpoint import (
     META_PROPERTIES,
@@ -29,11 +30,8 @@ from odradek.storage.checkpoint import (
 
 # Kafka's metadata.version levels 1..20 (MetadataVersion 3.0-IV1 .. 3.8-IV0, all production
 # in Kafka 3.8); the level of a version is its index + 1.
-METADATA_VERSIONS = (
-    "3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1", "3.3-IV2", "3.3-IV3", "3.4-IV0",
-    "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1", "3.6-IV2", "3.7-IV0", "3.7-IV1",
-    "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0",
-)
+# metadata.version names by level (level = index + 1): the controller's feature table.
+METADATA_VERSIONS = tuple(name for name, _changed in features.METADATA_VERSIONS)
 LATEST_METADATA_VERSION = METADATA_VERSIONS[-1]
 _PRE_KRAFT_VERSION = re.compile(r"0\.\d+(\.\d+)*(-IV\d+)?|[12]\.\d+(\.\d+)?(-IV\d+)?|3\.0-IV0")
 _KAFKA_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
@@ -230,16 +228,16 @@ def info(config: KafkaConfig, out: TextIO) -> int:
         print("Found log directory:" if len(found) == 1 else "Found log directories:", file=out)
         for directory in found:
             print(f"  {directory}", file=out)
-        print("", file=out)
+        print(file=out)
     if first is not None:
         shown_meta = ", ".join(f"{key}={value}" for key, value in sorted(first.items()))
         print(f"Found metadata: {{{shown_meta}}}", file=out)
-        print("", file=out)
+        print(file=out)
     if problems:
         print("Found problem:" if len(problems) == 1 else "Found problems:", file=out)
         for problem in problems:
             print(f"  {problem}", file=out)
-        print("", file=out)
+        print(file=out)
         return 1
     return 0
 

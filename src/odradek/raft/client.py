@@ -609,14 +609,16 @@ class RaftClient:
     def _vote_response(self, error: ErrorCode, granted: bool) -> m.VoteResponse:
         return msg.vote_response(error, self.leader_id, self.epoch, granted)
 
-    def _handle_begin_epoch(self, request: m.BeginQuorumEpochRequest,
-                            now_ms: int) -> m.Message:
-        if not self._valid_cluster_id(request.cluster_id):
-            return msg.top_level_error(m.BeginQuorumEpochResponse,
-                                       ErrorCode.INCONSISTENT_CLUSTER_ID)
+    def _accept_epoch_notice(self, request: Any, response_type: type,
+                             now_ms: int) -> tuple[m.Message | None, Any, ErrorCode]:
+        """The checks BeginQuorumEpoch and EndQuorumEpoch share, and the transition to the
+        leader they name: (a top-level error response or None, the partition, the error)."""
         partition = msg.single_partition(request)
-        if partition is None:
-            return msg.top_level_error(m.BeginQuorumEpochResponse, ErrorCode.INVALID_REQUEST)
+        refusal = (ErrorCode.INCONSISTENT_CLUSTER_ID
+                   if not self._valid_cluster_id(request.cluster_id)
+                   else ErrorCode.INVALID_REQUEST if partition is None else None)
+        if refusal is not None:
+            return msg.top_level_error(response_type, refusal), None, refusal
         leader_id, epoch = partition.leader_id, partition.leader_epoch
         error = self._validate_voter_only(leader_id, epoch)
         if error is None and not self._consistent_leader(leader_id, epoch):
@@ -624,21 +626,23 @@ class RaftClient:
             error = ErrorCode.INVALID_REQUEST
         if error is None:
             self._maybe_transition(leader_id, epoch, now_ms)
-        return msg.begin_epoch_response(error or ErrorCode.NONE, self.leader_id, self.epoch)
+        return None, partition, error or ErrorCode.NONE
+
+    def _handle_begin_epoch(self, request: m.BeginQuorumEpochRequest,
+                            now_ms: int) -> m.Message:
+        refused, _partition, error = self._accept_epoch_notice(
+            request, m.BeginQuorumEpochResponse, now_ms)
+        if refused is not None:
+            return refused
+        return msg.begin_epoch_response(error, self.leader_id, self.epoch)
 
     def _handle_end_epoch(self, request: m.EndQuorumEpochRequest, now_ms: int) -> m.Message:
-        if not self._valid_cluster_id(request.cluster_id):
-            return msg.top_level_error(m.EndQuorumEpochResponse,
-                                       ErrorCode.INCONSISTENT_CLUSTER_ID)
-        partition = msg.single_partition(request)
-        if partition is None:
-            return msg.top_level_error(m.EndQuorumEpochResponse, ErrorCode.INVALID_REQUEST)
-        leader_id, epoch = partition.leader_id, partition.leader_epoch
-        error = self._validate_voter_only(leader_id, epoch)
-        if error is None and not self._consistent_leader(leader_id, epoch):
-            error = ErrorCode.INVALID_REQUEST
-        if error is None:
-            self._maybe_transition(leader_id, epoch, now_ms)
+        refused, partition, error = self._accept_epoch_notice(
+            request, m.EndQuorumEpochResponse, now_ms)
+        if refused is not None:
+            return refused
+        if error == ErrorCode.NONE:
+            leader_id = partition.leader_id
             state = self.quorum.state
             if isinstance(state, FollowerState) and state.leader_id == leader_id:
                 # Successors later in the leader's list wait longer, so the most caught up
@@ -648,7 +652,7 @@ class RaftClient:
                 backoff = 0 if position <= 0 else min(RETRY_BACKOFF_BASE_MS << (position - 1),
                                                       self.config.election_backoff_max_ms)
                 state.override_fetch_timeout(now_ms, backoff)
-        return msg.end_epoch_response(error or ErrorCode.NONE, self.leader_id, self.epoch)
+        return msg.end_epoch_response(error, self.leader_id, self.epoch)
 
     def _handle_fetch(self, sender_id: int, request: m.FetchRequest, now_ms: int,
                       request_id: Any) -> m.Message | None:
