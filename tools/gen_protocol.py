@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The Kafka 3.8 specs, copied from the shared ../shared/kafka-protocol so CI needs nothing
+# The Kafka 4.0 specs, copied from the shared ../shared/kafka-protocol-4.0 so CI needs nothing
 # outside the repository.
 DEFAULT_SPECS = REPO_ROOT / "tools" / "kafka-protocol"
 DEFAULT_OUT = REPO_ROOT / "src" / "odradek" / "protocol" / "messages" / "generated"
@@ -200,7 +200,9 @@ def parse_field(raw: dict[str, Any], structs: dict[str, StructSpec], common: dic
         attr=attribute_name(raw["name"]),
         type=ftype,
         type_text=raw["type"],
-        versions=Versions.parse(raw["versions"]),
+        # A tagged field may leave out "versions"; it then exists where it is tagged (as Kafka's
+        # generator reads it).
+        versions=Versions.parse(raw.get("versions", raw.get("taggedVersions"))),
         nullable=Versions.parse(raw.get("nullableVersions")),
         tagged=Versions.parse(raw.get("taggedVersions")),
         tag=None if raw.get("tag") is None else int(raw["tag"]),
@@ -270,6 +272,8 @@ def load_specs(specs_dir: Path) -> list[MessageSpec]:
     messages: list[MessageSpec] = []
     for sub in SPEC_DIRS:
         for path in sorted((specs_dir / sub).glob("*.json")):
+            if json.loads(path.read_text()).get("validVersions") == "none":
+                continue  # an API Kafka removed (4.0 dropped the ZooKeeper-era controller APIs)
             messages.append(load_spec(path, specs_dir))
     names = [m.name for m in messages]
     duplicates = {n for n in names if names.count(n) > 1}

@@ -12,7 +12,6 @@ from odradek.protocol.messages import (
     API_BY_KEY,
     ApiVersionsRequest,
     ApiVersionsResponse,
-    ControlledShutdownRequest,
     FetchResponse,
     HeartbeatRequest,
     MetadataRequest,
@@ -62,14 +61,6 @@ def test_null_client_id() -> None:
     header, _ = framing.decode_request(frame[4:])
     assert header.client_id is None
     assert frame[12:14] == b"\xff\xff"
-
-
-def test_controlled_shutdown_v0_uses_header_v0() -> None:
-    request = ControlledShutdownRequest(broker_id=3)
-    frame = framing.encode_request(7, 0, 5, "ignored", request)
-    assert frame == struct.pack(">ihhii", 12, 7, 0, 5, 3)
-    header, decoded = framing.decode_request(frame[4:])
-    assert header.client_id == "" and decoded.broker_id == 3  # absent: the spec default
 
 
 def test_every_api_frames_at_every_version() -> None:
@@ -181,7 +172,7 @@ def test_decode_response_errors() -> None:
     with pytest.raises(DecodeError):
         framing.decode_response(b"\x00\x00", 3, 12)
     with pytest.raises(UnsupportedVersionError):
-        framing.decode_response(b"\x00\x00\x00\x01", 3, 13)
+        framing.decode_response(b"\x00\x00\x00\x01", 3, 14)
     with pytest.raises(UnsupportedVersionError):
         framing.decode_response(b"\x00\x00\x00\x01", 999, 0)
     with pytest.raises(DecodeError):

@@ -33,7 +33,7 @@ def creatable(name: str, partitions: int = -1, replication_factor: int = -1,
               **configs: str) -> m.CreateTopicsRequest.CreatableTopic:
     return CT.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor,
-        configs=[CT.CreateableTopicConfig(name=k.replace("_", "."), value=v)
+        configs=[CT.CreatableTopicConfig(name=k.replace("_", "."), value=v)
                  for k, v in configs.items()])
 
 

@@ -105,7 +105,7 @@ def test_produce_checks_of_kafka_run_before_the_append(odradek_broker):
                                                  replication_factor=1),
             m.CreateTopicsRequest.CreatableTopic(
                 name=compacted, num_partitions=1, replication_factor=1,
-                configs=[m.CreateTopicsRequest.CreateableTopicConfig(name="cleanup.policy",
+                configs=[m.CreateTopicsRequest.CreatableTopicConfig(name="cleanup.policy",
                                                                      value="compact")])]))
 
         def produce(topic: str, records: bytes, version: int = 9):

@@ -802,7 +802,7 @@ def _creatable_topic(topic: NewTopic) -> Any:
             request.CreatableReplicaAssignment(partition_index=index, broker_ids=list(brokers))
             for index, brokers in sorted((assignment or {}).items())
         ],
-        configs=[request.CreateableTopicConfig(name=name, value=value)
+        configs=[request.CreatableTopicConfig(name=name, value=value)
                  for name, value in topic.configs.items()],
     )
 
@@ -824,8 +824,6 @@ def _created_topic(result: Any) -> CreatedTopic:
 
 def _config_entry(config: Any) -> ConfigEntry:
     source = ConfigSource.from_code(config.config_source)
-    if config.config_source == -1:  # DescribeConfigs v0 has only an is_default flag
-        source = ConfigSource.DEFAULT_CONFIG if config.is_default else ConfigSource.UNKNOWN
     return ConfigEntry(
         name=config.name,
         value=config.value,

@@ -2,7 +2,7 @@
 `FrameBuffer` that cuts a byte stream into frames (the h11 way: feed bytes, pull frames).
 
 Header versions follow `request_header_version`/`response_header_version` (ApiVersions
-responses always use header v0, ControlledShutdown v0 requests header v0). Frames passed to the
+responses always use header v0). Frames passed to the
 decode functions are without the size prefix, as `FrameBuffer.next_frame` returns them.
 """
 

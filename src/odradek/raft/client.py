@@ -586,8 +586,8 @@ class RaftClient:
         partition = msg.single_partition(request)
         if partition is None:
             return msg.top_level_error(m.VoteResponse, ErrorCode.INVALID_REQUEST)
-        candidate_id = partition.candidate_id
-        candidate_epoch = partition.candidate_epoch
+        candidate_id = partition.replica_id
+        candidate_epoch = partition.replica_epoch
         last_epoch = partition.last_offset_epoch
         last_offset = partition.last_offset
         if last_offset < 0 or last_epoch < 0 or last_epoch >= candidate_epoch:

@@ -62,7 +62,7 @@ def vote_request(cluster_id: str, epoch: int, candidate_id: int, last_epoch: int
                  last_offset: int) -> m.VoteRequest:
     return m.VoteRequest(cluster_id=cluster_id, topics=[m.VoteRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[m.VoteRequest.PartitionData(
-            partition_index=METADATA_PARTITION, candidate_epoch=epoch, candidate_id=candidate_id,
+            partition_index=METADATA_PARTITION, replica_epoch=epoch, replica_id=candidate_id,
             last_offset_epoch=last_epoch, last_offset=last_offset)])])
 
 

@@ -1,8 +1,8 @@
 """Which APIs this node serves on each kind of listener, at which versions, and the handler of
 each.
 
-Versions follow Kafka: every version of the 3.8 specs, except the oldest Produce/Fetch/
-ListOffsets versions that Kafka 4.0 dropped too (they need message-format conversion).
+Versions follow Kafka 4.0: every version its specs define (KIP-896 dropped the oldest ones),
+and Produce advertised from v0 as Kafka 4.0 does.
 An API missing here is not advertised in ApiVersions; a client that sends it anyway has its
 connection closed, as Kafka does for requests its listener does not enable.
 
@@ -35,17 +35,31 @@ if TYPE_CHECKING:
 #: handler(ctx, request) -> response (or an awaitable of it)
 Handler = Callable[..., Any]
 
+# Kafka 4.0 advertises Produce from v0 although it takes only v3 and up (KAFKA-18659):
+# librdkafka before 2.10 turns compression off unless the broker advertises Produce v0
+# (librdkafka issue 4956). A v0-2 request still fails to decode and closes the connection, as
+# Kafka 4.0 does.
+ADVERTISED_PRODUCE_MIN_VERSION = 0
+
+
+def _from_spec_minimum(keys: set[int]) -> dict[int, int]:
+    """api key -> the lowest version the Kafka 4.0 specs define (what KIP-896 left)."""
+    return {key: API_BY_KEY[key].min_version for key in sorted(keys)}
+
+
 # api key -> lowest version served on a broker listener (the highest is the spec's newest).
 SERVED_VERSIONS: dict[int, int] = {
-    0: 3,  # Produce
-    1: 4,  # Fetch
-    2: 1,  # ListOffsets
-    3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 17: 0, 18: 0, 19: 0,
-    20: 0, 21: 0, 22: 0, 23: 0, 32: 0, 33: 0, 35: 0, 36: 0, 37: 0, 42: 0, 44: 0, 47: 0,
-    43: 0,  # ElectLeaders
-    55: 0,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
-    57: 0,  # UpdateFeatures (forwarded to the active controller)
-    60: 0, 75: 0,
+    **_from_spec_minimum({
+        0, 1, 2, 3,  # Produce, Fetch, ListOffsets, Metadata
+        8, 9, 10, 11, 12, 13, 14, 15, 16,  # offsets and classic groups
+        17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
+        19, 20, 21, 22, 23, 32, 33, 35, 37, 42, 44, 47,
+        43,  # ElectLeaders
+        55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
+        57,  # UpdateFeatures (forwarded to the active controller)
+        60, 75,  # DescribeCluster, DescribeTopicPartitions
+    }),
+    0: ADVERTISED_PRODUCE_MIN_VERSION,
 }
 
 # api key -> lowest version served on a controller listener: the quorum's own APIs (Raft's

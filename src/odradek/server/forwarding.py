@@ -113,7 +113,7 @@ class ForwardingManager:
         request = m.CreateTopicsRequest(
             topics=[Creatable(name=s.name, num_partitions=s.num_partitions,
                               replication_factor=s.replication_factor, assignments=[],
-                              configs=[m.CreateTopicsRequest.CreateableTopicConfig(
+                              configs=[m.CreateTopicsRequest.CreatableTopicConfig(
                                   name=k, value=v) for k, v in s.configs.items()])
                     for s in specs],
             timeout_ms=self.timeout_ms, validate_only=False)

@@ -56,7 +56,6 @@ MESSAGE_BY_NAME: dict[str, type[Message]] = {cls.NAME: cls for cls in ALL_MESSAG
 M = TypeVar("M", bound=Message)
 
 API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ API_BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in API_BY_KEY.values
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    """Request header version: 2 for flexible versions, else 1; ControlledShutdown v0 uses 0.
+    """Request header version: 2 for flexible versions, else 1.
 
     Versions above an API's maximum count as flexible when the API has flexible versions (the
     flexible range is open ended), so the header of a too-new request still parses.
@@ -113,8 +112,6 @@ def request_header_version(api_key: int, api_version: int) -> int:
     spec = API_BY_KEY.get(api_key)
     if spec is None:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
-        return 0
     return 2 if spec.is_flexible(api_version) else 1
 
 

@@ -221,8 +221,6 @@ class AdminApis:
                     name=e.name, value=None if e.is_sensitive else e.value,
                     read_only=e.is_read_only, config_source=int(e.source),
                     is_sensitive=e.is_sensitive, config_type=int(e.config_type))
-                if version == 0:
-                    item.is_default = e.source == ConfigSource.DEFAULT_CONFIG
                 if req.include_synonyms:
                     item.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value,
                                                               source=int(s.source))

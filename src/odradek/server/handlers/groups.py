@@ -194,13 +194,11 @@ class GroupApis:
                 if not _partition_exists(image, tp):
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                commit_timestamp = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 \
-                    else now
                 offsets[tp] = OffsetAndMetadata(
                     offset=p.committed_offset,
                     leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                     metadata=p.committed_metadata or "",
-                    commit_timestamp=commit_timestamp,
+                    commit_timestamp=now,
                     expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
                 )
         if offsets:

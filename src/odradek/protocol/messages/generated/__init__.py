@@ -5,6 +5,8 @@ from .add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from .add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from .add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from .add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from .add_raft_voter_request import AddRaftVoterRequest
+from .add_raft_voter_response import AddRaftVoterResponse
 from .allocate_producer_ids_request import AllocateProducerIdsRequest
 from .allocate_producer_ids_response import AllocateProducerIdsResponse
 from .alter_client_quotas_request import AlterClientQuotasRequest
@@ -35,8 +37,6 @@ from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from .consumer_protocol_assignment import ConsumerProtocolAssignment
 from .consumer_protocol_subscription import ConsumerProtocolSubscription
-from .controlled_shutdown_request import ControlledShutdownRequest
-from .controlled_shutdown_response import ControlledShutdownResponse
 from .controller_registration_request import ControllerRegistrationRequest
 from .controller_registration_response import ControllerRegistrationResponse
 from .create_acls_request import CreateAclsRequest
@@ -54,6 +54,8 @@ from .delete_groups_request import DeleteGroupsRequest
 from .delete_groups_response import DeleteGroupsResponse
 from .delete_records_request import DeleteRecordsRequest
 from .delete_records_response import DeleteRecordsResponse
+from .delete_share_group_state_request import DeleteShareGroupStateRequest
+from .delete_share_group_state_response import DeleteShareGroupStateResponse
 from .delete_topics_request import DeleteTopicsRequest
 from .delete_topics_response import DeleteTopicsResponse
 from .describe_acls_request import DescribeAclsRequest
@@ -104,11 +106,11 @@ from .incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from .incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from .init_producer_id_request import InitProducerIdRequest
 from .init_producer_id_response import InitProducerIdResponse
+from .initialize_share_group_state_request import InitializeShareGroupStateRequest
+from .initialize_share_group_state_response import InitializeShareGroupStateResponse
 from .join_group_request import JoinGroupRequest
 from .join_group_response import JoinGroupResponse
 from .kraft_version_record import KRaftVersionRecord
-from .leader_and_isr_request import LeaderAndIsrRequest
-from .leader_and_isr_response import LeaderAndIsrResponse
 from .leader_change_message import LeaderChangeMessage
 from .leave_group_request import LeaveGroupRequest
 from .leave_group_response import LeaveGroupResponse
@@ -136,6 +138,12 @@ from .produce_request import ProduceRequest
 from .produce_response import ProduceResponse
 from .push_telemetry_request import PushTelemetryRequest
 from .push_telemetry_response import PushTelemetryResponse
+from .read_share_group_state_request import ReadShareGroupStateRequest
+from .read_share_group_state_response import ReadShareGroupStateResponse
+from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
+from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from .remove_raft_voter_request import RemoveRaftVoterRequest
+from .remove_raft_voter_response import RemoveRaftVoterResponse
 from .renew_delegation_token_request import RenewDelegationTokenRequest
 from .renew_delegation_token_response import RenewDelegationTokenResponse
 from .request_header import RequestHeader
@@ -144,10 +152,16 @@ from .sasl_authenticate_request import SaslAuthenticateRequest
 from .sasl_authenticate_response import SaslAuthenticateResponse
 from .sasl_handshake_request import SaslHandshakeRequest
 from .sasl_handshake_response import SaslHandshakeResponse
+from .share_acknowledge_request import ShareAcknowledgeRequest
+from .share_acknowledge_response import ShareAcknowledgeResponse
+from .share_fetch_request import ShareFetchRequest
+from .share_fetch_response import ShareFetchResponse
+from .share_group_describe_request import ShareGroupDescribeRequest
+from .share_group_describe_response import ShareGroupDescribeResponse
+from .share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from .share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from .snapshot_footer_record import SnapshotFooterRecord
 from .snapshot_header_record import SnapshotHeaderRecord
-from .stop_replica_request import StopReplicaRequest
-from .stop_replica_response import StopReplicaResponse
 from .sync_group_request import SyncGroupRequest
 from .sync_group_response import SyncGroupResponse
 from .txn_offset_commit_request import TxnOffsetCommitRequest
@@ -156,11 +170,13 @@ from .unregister_broker_request import UnregisterBrokerRequest
 from .unregister_broker_response import UnregisterBrokerResponse
 from .update_features_request import UpdateFeaturesRequest
 from .update_features_response import UpdateFeaturesResponse
-from .update_metadata_request import UpdateMetadataRequest
-from .update_metadata_response import UpdateMetadataResponse
+from .update_raft_voter_request import UpdateRaftVoterRequest
+from .update_raft_voter_response import UpdateRaftVoterResponse
 from .vote_request import VoteRequest
 from .vote_response import VoteResponse
 from .voters_record import VotersRecord
+from .write_share_group_state_request import WriteShareGroupStateRequest
+from .write_share_group_state_response import WriteShareGroupStateResponse
 from .write_txn_markers_request import WriteTxnMarkersRequest
 from .write_txn_markers_response import WriteTxnMarkersResponse
 from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
@@ -171,6 +187,8 @@ from .consumer_group_metadata_key import ConsumerGroupMetadataKey
 from .consumer_group_metadata_value import ConsumerGroupMetadataValue
 from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
 from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+from .consumer_group_regular_expression_key import ConsumerGroupRegularExpressionKey
+from .consumer_group_regular_expression_value import ConsumerGroupRegularExpressionValue
 from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
 from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
 from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
@@ -179,12 +197,27 @@ from .group_metadata_key import GroupMetadataKey
 from .group_metadata_value import GroupMetadataValue
 from .offset_commit_key import OffsetCommitKey
 from .offset_commit_value import OffsetCommitValue
+from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
+from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
+from .share_group_member_metadata_key import ShareGroupMemberMetadataKey
+from .share_group_member_metadata_value import ShareGroupMemberMetadataValue
+from .share_group_metadata_key import ShareGroupMetadataKey
+from .share_group_metadata_value import ShareGroupMetadataValue
+from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey
+from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue
+from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
+from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
+from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
+from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
 from .transaction_log_key import TransactionLogKey
 from .transaction_log_value import TransactionLogValue
 from .abort_transaction_record import AbortTransactionRecord
 from .access_control_entry_record import AccessControlEntryRecord
 from .begin_transaction_record import BeginTransactionRecord
 from .broker_registration_change_record import BrokerRegistrationChangeRecord
+from .clear_elr_record import ClearElrRecord
 from .client_quota_record import ClientQuotaRecord
 from .config_record import ConfigRecord
 from .delegation_token_record import DelegationTokenRecord
@@ -212,6 +245,8 @@ __all__ = [
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
     'AddPartitionsToTxnResponse',
+    'AddRaftVoterRequest',
+    'AddRaftVoterResponse',
     'AllocateProducerIdsRequest',
     'AllocateProducerIdsResponse',
     'AlterClientQuotasRequest',
@@ -242,8 +277,6 @@ __all__ = [
     'ConsumerGroupHeartbeatResponse',
     'ConsumerProtocolAssignment',
     'ConsumerProtocolSubscription',
-    'ControlledShutdownRequest',
-    'ControlledShutdownResponse',
     'ControllerRegistrationRequest',
     'ControllerRegistrationResponse',
     'CreateAclsRequest',
@@ -261,6 +294,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupStateRequest',
+    'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeAclsRequest',
@@ -311,11 +346,11 @@ __all__ = [
     'IncrementalAlterConfigsResponse',
     'InitProducerIdRequest',
     'InitProducerIdResponse',
+    'InitializeShareGroupStateRequest',
+    'InitializeShareGroupStateResponse',
     'JoinGroupRequest',
     'JoinGroupResponse',
     'KRaftVersionRecord',
-    'LeaderAndIsrRequest',
-    'LeaderAndIsrResponse',
     'LeaderChangeMessage',
     'LeaveGroupRequest',
     'LeaveGroupResponse',
@@ -343,6 +378,12 @@ __all__ = [
     'ProduceResponse',
     'PushTelemetryRequest',
     'PushTelemetryResponse',
+    'ReadShareGroupStateRequest',
+    'ReadShareGroupStateResponse',
+    'ReadShareGroupStateSummaryRequest',
+    'ReadShareGroupStateSummaryResponse',
+    'RemoveRaftVoterRequest',
+    'RemoveRaftVoterResponse',
     'RenewDelegationTokenRequest',
     'RenewDelegationTokenResponse',
     'RequestHeader',
@@ -351,10 +392,16 @@ __all__ = [
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',
     'SaslHandshakeResponse',
+    'ShareAcknowledgeRequest',
+    'ShareAcknowledgeResponse',
+    'ShareFetchRequest',
+    'ShareFetchResponse',
+    'ShareGroupDescribeRequest',
+    'ShareGroupDescribeResponse',
+    'ShareGroupHeartbeatRequest',
+    'ShareGroupHeartbeatResponse',
     'SnapshotFooterRecord',
     'SnapshotHeaderRecord',
-    'StopReplicaRequest',
-    'StopReplicaResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',
@@ -363,11 +410,13 @@ __all__ = [
     'UnregisterBrokerResponse',
     'UpdateFeaturesRequest',
     'UpdateFeaturesResponse',
-    'UpdateMetadataRequest',
-    'UpdateMetadataResponse',
+    'UpdateRaftVoterRequest',
+    'UpdateRaftVoterResponse',
     'VoteRequest',
     'VoteResponse',
     'VotersRecord',
+    'WriteShareGroupStateRequest',
+    'WriteShareGroupStateResponse',
     'WriteTxnMarkersRequest',
     'WriteTxnMarkersResponse',
     'ConsumerGroupCurrentMemberAssignmentKey',
@@ -378,6 +427,8 @@ __all__ = [
     'ConsumerGroupMetadataValue',
     'ConsumerGroupPartitionMetadataKey',
     'ConsumerGroupPartitionMetadataValue',
+    'ConsumerGroupRegularExpressionKey',
+    'ConsumerGroupRegularExpressionValue',
     'ConsumerGroupTargetAssignmentMemberKey',
     'ConsumerGroupTargetAssignmentMemberValue',
     'ConsumerGroupTargetAssignmentMetadataKey',
@@ -386,12 +437,27 @@ __all__ = [
     'GroupMetadataValue',
     'OffsetCommitKey',
     'OffsetCommitValue',
+    'ShareGroupCurrentMemberAssignmentKey',
+    'ShareGroupCurrentMemberAssignmentValue',
+    'ShareGroupMemberMetadataKey',
+    'ShareGroupMemberMetadataValue',
+    'ShareGroupMetadataKey',
+    'ShareGroupMetadataValue',
+    'ShareGroupPartitionMetadataKey',
+    'ShareGroupPartitionMetadataValue',
+    'ShareGroupStatePartitionMetadataKey',
+    'ShareGroupStatePartitionMetadataValue',
+    'ShareGroupTargetAssignmentMemberKey',
+    'ShareGroupTargetAssignmentMemberValue',
+    'ShareGroupTargetAssignmentMetadataKey',
+    'ShareGroupTargetAssignmentMetadataValue',
     'TransactionLogKey',
     'TransactionLogValue',
     'AbortTransactionRecord',
     'AccessControlEntryRecord',
     'BeginTransactionRecord',
     'BrokerRegistrationChangeRecord',
+    'ClearElrRecord',
     'ClientQuotaRecord',
     'ConfigRecord',
     'DelegationTokenRecord',
@@ -421,6 +487,8 @@ ALL_MESSAGES = (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterClientQuotasRequest,
@@ -451,8 +519,6 @@ ALL_MESSAGES = (
     ConsumerGroupHeartbeatResponse,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
     ControllerRegistrationRequest,
     ControllerRegistrationResponse,
     CreateAclsRequest,
@@ -470,6 +536,8 @@ ALL_MESSAGES = (
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -520,11 +588,11 @@ ALL_MESSAGES = (
     IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     JoinGroupRequest,
     JoinGroupResponse,
     KRaftVersionRecord,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
     LeaderChangeMessage,
     LeaveGroupRequest,
     LeaveGroupResponse,
@@ -552,6 +620,12 @@ ALL_MESSAGES = (
     ProduceResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     RenewDelegationTokenRequest,
     RenewDelegationTokenResponse,
     RequestHeader,
@@ -560,10 +634,16 @@ ALL_MESSAGES = (
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
     SnapshotFooterRecord,
     SnapshotHeaderRecord,
-    StopReplicaRequest,
-    StopReplicaResponse,
     SyncGroupRequest,
     SyncGroupResponse,
     TxnOffsetCommitRequest,
@@ -572,11 +652,13 @@ ALL_MESSAGES = (
     UnregisterBrokerResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
-    UpdateMetadataRequest,
-    UpdateMetadataResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
     VoteRequest,
     VoteResponse,
     VotersRecord,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -587,6 +669,8 @@ ALL_MESSAGES = (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -595,12 +679,27 @@ ALL_MESSAGES = (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupPartitionMetadataKey,
+    ShareGroupPartitionMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
     TransactionLogKey,
     TransactionLogValue,
     AbortTransactionRecord,
     AccessControlEntryRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClearElrRecord,
     ClientQuotaRecord,
     ConfigRecord,
     DelegationTokenRecord,
@@ -626,82 +725,90 @@ ALL_MESSAGES = (
 
 #: (api_key, name, request, response, listeners, deprecated (low, high) or None)
 APIS = (
-    (0, 'Produce', ProduceRequest, ProduceResponse, ('broker', 'zkBroker'), (0, 6)),
-    (1, 'Fetch', FetchRequest, FetchResponse, ('broker', 'controller', 'zkBroker'), (0, 3)),
-    (2, 'ListOffsets', ListOffsetsRequest, ListOffsetsResponse, ('broker', 'zkBroker'), (0, 0)),
-    (3, 'Metadata', MetadataRequest, MetadataResponse, ('broker', 'zkBroker'), (0, 3)),
-    (4, 'LeaderAndIsr', LeaderAndIsrRequest, LeaderAndIsrResponse, ('zkBroker',), None),
-    (5, 'StopReplica', StopReplicaRequest, StopReplicaResponse, ('zkBroker',), None),
-    (6, 'UpdateMetadata', UpdateMetadataRequest, UpdateMetadataResponse, ('zkBroker',), None),
-    (7, 'ControlledShutdown', ControlledShutdownRequest, ControlledShutdownResponse, ('controller', 'zkBroker'), None),
-    (8, 'OffsetCommit', OffsetCommitRequest, OffsetCommitResponse, ('broker', 'zkBroker'), (0, 1)),
-    (9, 'OffsetFetch', OffsetFetchRequest, OffsetFetchResponse, ('broker', 'zkBroker'), (0, 0)),
-    (10, 'FindCoordinator', FindCoordinatorRequest, FindCoordinatorResponse, ('broker', 'zkBroker'), (0, 0)),
-    (11, 'JoinGroup', JoinGroupRequest, JoinGroupResponse, ('broker', 'zkBroker'), (0, 1)),
-    (12, 'Heartbeat', HeartbeatRequest, HeartbeatResponse, ('broker', 'zkBroker'), None),
-    (13, 'LeaveGroup', LeaveGroupRequest, LeaveGroupResponse, ('broker', 'zkBroker'), None),
-    (14, 'SyncGroup', SyncGroupRequest, SyncGroupResponse, ('broker', 'zkBroker'), None),
-    (15, 'DescribeGroups', DescribeGroupsRequest, DescribeGroupsResponse, ('broker', 'zkBroker'), None),
-    (16, 'ListGroups', ListGroupsRequest, ListGroupsResponse, ('broker', 'zkBroker'), None),
-    (17, 'SaslHandshake', SaslHandshakeRequest, SaslHandshakeResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (18, 'ApiVersions', ApiVersionsRequest, ApiVersionsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (19, 'CreateTopics', CreateTopicsRequest, CreateTopicsResponse, ('broker', 'controller', 'zkBroker'), (0, 1)),
-    (20, 'DeleteTopics', DeleteTopicsRequest, DeleteTopicsResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (21, 'DeleteRecords', DeleteRecordsRequest, DeleteRecordsResponse, ('broker', 'zkBroker'), None),
-    (22, 'InitProducerId', InitProducerIdRequest, InitProducerIdResponse, ('broker', 'zkBroker'), None),
-    (23, 'OffsetForLeaderEpoch', OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ('broker', 'zkBroker'), (0, 1)),
-    (24, 'AddPartitionsToTxn', AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ('broker', 'zkBroker'), None),
-    (25, 'AddOffsetsToTxn', AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ('broker', 'zkBroker'), None),
-    (26, 'EndTxn', EndTxnRequest, EndTxnResponse, ('broker', 'zkBroker'), None),
-    (27, 'WriteTxnMarkers', WriteTxnMarkersRequest, WriteTxnMarkersResponse, ('broker', 'zkBroker'), None),
-    (28, 'TxnOffsetCommit', TxnOffsetCommitRequest, TxnOffsetCommitResponse, ('broker', 'zkBroker'), None),
-    (29, 'DescribeAcls', DescribeAclsRequest, DescribeAclsResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (30, 'CreateAcls', CreateAclsRequest, CreateAclsResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (31, 'DeleteAcls', DeleteAclsRequest, DeleteAclsResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (32, 'DescribeConfigs', DescribeConfigsRequest, DescribeConfigsResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (33, 'AlterConfigs', AlterConfigsRequest, AlterConfigsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (34, 'AlterReplicaLogDirs', AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ('broker', 'zkBroker'), (0, 0)),
-    (35, 'DescribeLogDirs', DescribeLogDirsRequest, DescribeLogDirsResponse, ('broker', 'zkBroker'), (0, 0)),
-    (36, 'SaslAuthenticate', SaslAuthenticateRequest, SaslAuthenticateResponse, ('broker', 'controller', 'zkBroker'), None),
-    (37, 'CreatePartitions', CreatePartitionsRequest, CreatePartitionsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (38, 'CreateDelegationToken', CreateDelegationTokenRequest, CreateDelegationTokenResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (39, 'RenewDelegationToken', RenewDelegationTokenRequest, RenewDelegationTokenResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (40, 'ExpireDelegationToken', ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (41, 'DescribeDelegationToken', DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, ('broker', 'controller', 'zkBroker'), (0, 0)),
-    (42, 'DeleteGroups', DeleteGroupsRequest, DeleteGroupsResponse, ('broker', 'zkBroker'), (0, 0)),
-    (43, 'ElectLeaders', ElectLeadersRequest, ElectLeadersResponse, ('broker', 'controller', 'zkBroker'), None),
-    (44, 'IncrementalAlterConfigs', IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (45, 'AlterPartitionReassignments', AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (46, 'ListPartitionReassignments', ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (47, 'OffsetDelete', OffsetDeleteRequest, OffsetDeleteResponse, ('broker', 'zkBroker'), None),
-    (48, 'DescribeClientQuotas', DescribeClientQuotasRequest, DescribeClientQuotasResponse, ('broker', 'zkBroker'), None),
-    (49, 'AlterClientQuotas', AlterClientQuotasRequest, AlterClientQuotasResponse, ('broker', 'controller', 'zkBroker'), None),
-    (50, 'DescribeUserScramCredentials', DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ('broker', 'controller', 'zkBroker'), None),
-    (51, 'AlterUserScramCredentials', AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ('broker', 'controller', 'zkBroker'), None),
+    (0, 'Produce', ProduceRequest, ProduceResponse, ('broker',), None),
+    (1, 'Fetch', FetchRequest, FetchResponse, ('broker', 'controller'), None),
+    (2, 'ListOffsets', ListOffsetsRequest, ListOffsetsResponse, ('broker',), None),
+    (3, 'Metadata', MetadataRequest, MetadataResponse, ('broker',), None),
+    (8, 'OffsetCommit', OffsetCommitRequest, OffsetCommitResponse, ('broker',), None),
+    (9, 'OffsetFetch', OffsetFetchRequest, OffsetFetchResponse, ('broker',), None),
+    (10, 'FindCoordinator', FindCoordinatorRequest, FindCoordinatorResponse, ('broker',), None),
+    (11, 'JoinGroup', JoinGroupRequest, JoinGroupResponse, ('broker',), None),
+    (12, 'Heartbeat', HeartbeatRequest, HeartbeatResponse, ('broker',), None),
+    (13, 'LeaveGroup', LeaveGroupRequest, LeaveGroupResponse, ('broker',), None),
+    (14, 'SyncGroup', SyncGroupRequest, SyncGroupResponse, ('broker',), None),
+    (15, 'DescribeGroups', DescribeGroupsRequest, DescribeGroupsResponse, ('broker',), None),
+    (16, 'ListGroups', ListGroupsRequest, ListGroupsResponse, ('broker',), None),
+    (17, 'SaslHandshake', SaslHandshakeRequest, SaslHandshakeResponse, ('broker', 'controller'), None),
+    (18, 'ApiVersions', ApiVersionsRequest, ApiVersionsResponse, ('broker', 'controller'), None),
+    (19, 'CreateTopics', CreateTopicsRequest, CreateTopicsResponse, ('broker', 'controller'), None),
+    (20, 'DeleteTopics', DeleteTopicsRequest, DeleteTopicsResponse, ('broker', 'controller'), None),
+    (21, 'DeleteRecords', DeleteRecordsRequest, DeleteRecordsResponse, ('broker',), None),
+    (22, 'InitProducerId', InitProducerIdRequest, InitProducerIdResponse, ('broker',), None),
+    (23, 'OffsetForLeaderEpoch', OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ('broker',), None),
+    (24, 'AddPartitionsToTxn', AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ('broker',), None),
+    (25, 'AddOffsetsToTxn', AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ('broker',), None),
+    (26, 'EndTxn', EndTxnRequest, EndTxnResponse, ('broker',), None),
+    (27, 'WriteTxnMarkers', WriteTxnMarkersRequest, WriteTxnMarkersResponse, ('broker',), None),
+    (28, 'TxnOffsetCommit', TxnOffsetCommitRequest, TxnOffsetCommitResponse, ('broker',), None),
+    (29, 'DescribeAcls', DescribeAclsRequest, DescribeAclsResponse, ('broker', 'controller'), None),
+    (30, 'CreateAcls', CreateAclsRequest, CreateAclsResponse, ('broker', 'controller'), None),
+    (31, 'DeleteAcls', DeleteAclsRequest, DeleteAclsResponse, ('broker', 'controller'), None),
+    (32, 'DescribeConfigs', DescribeConfigsRequest, DescribeConfigsResponse, ('broker', 'controller'), None),
+    (33, 'AlterConfigs', AlterConfigsRequest, AlterConfigsResponse, ('broker', 'controller'), None),
+    (34, 'AlterReplicaLogDirs', AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ('broker',), None),
+    (35, 'DescribeLogDirs', DescribeLogDirsRequest, DescribeLogDirsResponse, ('broker',), None),
+    (36, 'SaslAuthenticate', SaslAuthenticateRequest, SaslAuthenticateResponse, ('broker', 'controller'), None),
+    (37, 'CreatePartitions', CreatePartitionsRequest, CreatePartitionsResponse, ('broker', 'controller'), None),
+    (38, 'CreateDelegationToken', CreateDelegationTokenRequest, CreateDelegationTokenResponse, ('broker', 'controller'), None),
+    (39, 'RenewDelegationToken', RenewDelegationTokenRequest, RenewDelegationTokenResponse, ('broker', 'controller'), None),
+    (40, 'ExpireDelegationToken', ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, ('broker', 'controller'), None),
+    (41, 'DescribeDelegationToken', DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, ('broker', 'controller'), None),
+    (42, 'DeleteGroups', DeleteGroupsRequest, DeleteGroupsResponse, ('broker',), None),
+    (43, 'ElectLeaders', ElectLeadersRequest, ElectLeadersResponse, ('broker', 'controller'), None),
+    (44, 'IncrementalAlterConfigs', IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ('broker', 'controller'), None),
+    (45, 'AlterPartitionReassignments', AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ('broker', 'controller'), None),
+    (46, 'ListPartitionReassignments', ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, ('broker', 'controller'), None),
+    (47, 'OffsetDelete', OffsetDeleteRequest, OffsetDeleteResponse, ('broker',), None),
+    (48, 'DescribeClientQuotas', DescribeClientQuotasRequest, DescribeClientQuotasResponse, ('broker',), None),
+    (49, 'AlterClientQuotas', AlterClientQuotasRequest, AlterClientQuotasResponse, ('broker', 'controller'), None),
+    (50, 'DescribeUserScramCredentials', DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ('broker', 'controller'), None),
+    (51, 'AlterUserScramCredentials', AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ('broker', 'controller'), None),
     (52, 'Vote', VoteRequest, VoteResponse, ('controller',), None),
     (53, 'BeginQuorumEpoch', BeginQuorumEpochRequest, BeginQuorumEpochResponse, ('controller',), None),
     (54, 'EndQuorumEpoch', EndQuorumEpochRequest, EndQuorumEpochResponse, ('controller',), None),
     (55, 'DescribeQuorum', DescribeQuorumRequest, DescribeQuorumResponse, ('broker', 'controller'), None),
-    (56, 'AlterPartition', AlterPartitionRequest, AlterPartitionResponse, ('controller', 'zkBroker'), None),
-    (57, 'UpdateFeatures', UpdateFeaturesRequest, UpdateFeaturesResponse, ('broker', 'controller', 'zkBroker'), None),
-    (58, 'Envelope', EnvelopeRequest, EnvelopeResponse, ('controller', 'zkBroker'), None),
+    (56, 'AlterPartition', AlterPartitionRequest, AlterPartitionResponse, ('controller',), None),
+    (57, 'UpdateFeatures', UpdateFeaturesRequest, UpdateFeaturesResponse, ('broker', 'controller'), None),
+    (58, 'Envelope', EnvelopeRequest, EnvelopeResponse, ('controller',), None),
     (59, 'FetchSnapshot', FetchSnapshotRequest, FetchSnapshotResponse, ('controller',), None),
-    (60, 'DescribeCluster', DescribeClusterRequest, DescribeClusterResponse, ('broker', 'controller', 'zkBroker'), None),
-    (61, 'DescribeProducers', DescribeProducersRequest, DescribeProducersResponse, ('broker', 'zkBroker'), None),
+    (60, 'DescribeCluster', DescribeClusterRequest, DescribeClusterResponse, ('broker', 'controller'), None),
+    (61, 'DescribeProducers', DescribeProducersRequest, DescribeProducersResponse, ('broker',), None),
     (62, 'BrokerRegistration', BrokerRegistrationRequest, BrokerRegistrationResponse, ('controller',), None),
     (63, 'BrokerHeartbeat', BrokerHeartbeatRequest, BrokerHeartbeatResponse, ('controller',), None),
     (64, 'UnregisterBroker', UnregisterBrokerRequest, UnregisterBrokerResponse, ('broker', 'controller'), None),
-    (65, 'DescribeTransactions', DescribeTransactionsRequest, DescribeTransactionsResponse, ('broker', 'zkBroker'), None),
-    (66, 'ListTransactions', ListTransactionsRequest, ListTransactionsResponse, ('broker', 'zkBroker'), None),
-    (67, 'AllocateProducerIds', AllocateProducerIdsRequest, AllocateProducerIdsResponse, ('controller', 'zkBroker'), None),
-    (68, 'ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ('broker', 'zkBroker'), None),
-    (69, 'ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ('broker', 'zkBroker'), None),
+    (65, 'DescribeTransactions', DescribeTransactionsRequest, DescribeTransactionsResponse, ('broker',), None),
+    (66, 'ListTransactions', ListTransactionsRequest, ListTransactionsResponse, ('broker',), None),
+    (67, 'AllocateProducerIds', AllocateProducerIdsRequest, AllocateProducerIdsResponse, ('controller',), None),
+    (68, 'ConsumerGroupHeartbeat', ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ('broker',), None),
+    (69, 'ConsumerGroupDescribe', ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ('broker',), None),
     (70, 'ControllerRegistration', ControllerRegistrationRequest, ControllerRegistrationResponse, ('controller',), None),
     (71, 'GetTelemetrySubscriptions', GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, ('broker',), None),
     (72, 'PushTelemetry', PushTelemetryRequest, PushTelemetryResponse, ('broker',), None),
     (73, 'AssignReplicasToDirs', AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, ('controller',), None),
     (74, 'ListClientMetricsResources', ListClientMetricsResourcesRequest, ListClientMetricsResourcesResponse, ('broker',), None),
     (75, 'DescribeTopicPartitions', DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ('broker',), None),
+    (76, 'ShareGroupHeartbeat', ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, ('broker',), None),
+    (77, 'ShareGroupDescribe', ShareGroupDescribeRequest, ShareGroupDescribeResponse, ('broker',), None),
+    (78, 'ShareFetch', ShareFetchRequest, ShareFetchResponse, ('broker',), None),
+    (79, 'ShareAcknowledge', ShareAcknowledgeRequest, ShareAcknowledgeResponse, ('broker',), None),
+    (80, 'AddRaftVoter', AddRaftVoterRequest, AddRaftVoterResponse, ('broker', 'controller'), None),
+    (81, 'RemoveRaftVoter', RemoveRaftVoterRequest, RemoveRaftVoterResponse, ('broker', 'controller'), None),
+    (82, 'UpdateRaftVoter', UpdateRaftVoterRequest, UpdateRaftVoterResponse, ('controller',), None),
+    (83, 'InitializeShareGroupState', InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, ('broker',), None),
+    (84, 'ReadShareGroupState', ReadShareGroupStateRequest, ReadShareGroupStateResponse, ('broker',), None),
+    (85, 'WriteShareGroupState', WriteShareGroupStateRequest, WriteShareGroupStateResponse, ('broker',), None),
+    (86, 'DeleteShareGroupState', DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, ('broker',), None),
+    (87, 'ReadShareGroupStateSummary', ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, ('broker',), None),
 )
 
 #: __cluster_metadata record type -> record class
@@ -731,6 +838,7 @@ METADATA_RECORDS = {
     25: AbortTransactionRecord,
     26: RemoveDelegationTokenRecord,
     27: RegisterControllerRecord,
+    28: ClearElrRecord,
 }
 
 #: __consumer_offsets (key class, value class) pairs; key versions tell them apart
@@ -739,10 +847,18 @@ CONSUMER_OFFSETS_RECORDS = (
     (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
     (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
     (ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    (ConsumerGroupRegularExpressionKey, ConsumerGroupRegularExpressionValue),
     (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
     (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
     (GroupMetadataKey, GroupMetadataValue),
     (OffsetCommitKey, OffsetCommitValue),
+    (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
+    (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    (ShareGroupMetadataKey, ShareGroupMetadataValue),
+    (ShareGroupPartitionMetadataKey, ShareGroupPartitionMetadataValue),
+    (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue),
+    (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue),
 )
 
 #: __transaction_state (key class, value class) pairs

@@ -56,25 +56,22 @@ _new = object.__new__
 
 _S_U = _StructFormat('>16s')
 _S_bi = _StructFormat('>bi')
-_S_i = _StructFormat('>i')
 _S_ii = _StructFormat('>ii')
 _S_iq = _StructFormat('>iq')
 _A_i = _FIXED_ARRAY_TYPES['i']
 
 
 class TopicData(_Struct):
-    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
-    _FIELDS = ('topic_name', 'topic_id', 'partitions')
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+    _FIELDS = ('topic_id', 'partitions')
 
     def __init__(
         self,
         *,
-        topic_name: str = '',
         topic_id: uuid.UUID = _ZERO_UUID,
         partitions: list[PartitionData] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
-        self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is None else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -128,7 +125,7 @@ class AlterPartitionRequest(_Message):
     NAME = 'AlterPartitionRequest'
     SPEC_TYPE = 'request'
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
@@ -157,81 +154,6 @@ BrokerState.__qualname__ = 'AlterPartitionRequest.BrokerState'
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
     o.new_isr_with_epochs = []
-    o.leader_recovery_state = 0
-    o.partition_index, o.leader_epoch = _S_ii.unpack_from(b, p)
-    p += 8
-    o.new_isr, p = _read_compact_fixed_array(b, p, _A_i, False)
-    o.partition_epoch, = _S_i.unpack_from(b, p)
-    p += 4
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_PartitionData_0(out, o):
-    if not ((o.new_isr_with_epochs is not None and len(o.new_isr_with_epochs) == 0)):
-        raise ValueError("PartitionData.new_isr_with_epochs is not in this version and not ignorable, but holds a non-default value")
-    if not (o.leader_recovery_state == 0):
-        raise ValueError("PartitionData.leader_recovery_state is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ii.pack(o.partition_index, o.leader_epoch)
-    _write_compact_fixed_array(out, o.new_isr, _A_i, False)
-    out += _S_i.pack(o.partition_epoch)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_TopicData_0(b, p):
-    o = _new(TopicData)
-    o.topic_id = _ZERO_UUID
-    o.topic_name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 14, False, _d_PartitionData_0)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_TopicData_0(out, o):
-    _write_compact_string(out, o.topic_name)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_0)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_0(b, p):
-    o = _new(AlterPartitionRequest)
-    o.broker_id, o.broker_epoch = _S_iq.unpack_from(b, p)
-    p += 12
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_AlterPartitionRequest_0(out, chunks, o):
-    out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    _write_compact_array(out, o.topics, False, _e_TopicData_0)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_PartitionData_1(b, p):
-    o = _new(PartitionData)
-    o.new_isr_with_epochs = []
     o.partition_index, o.leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
     o.new_isr, p = _read_compact_fixed_array(b, p, _A_i, False)
@@ -245,7 +167,7 @@ def _d_PartitionData_1(b, p):
     return o, p
 
 
-def _e_PartitionData_1(out, o):
+def _e_PartitionData_0(out, o):
     if not ((o.new_isr_with_epochs is not None and len(o.new_isr_with_epochs) == 0)):
         raise ValueError("PartitionData.new_isr_with_epochs is not in this version and not ignorable, but holds a non-default value")
     out += _S_ii.pack(o.partition_index, o.leader_epoch)
@@ -257,57 +179,12 @@ def _e_PartitionData_1(out, o):
         out.append(0)
 
 
-def _d_TopicData_1(b, p):
+def _d_TopicData_0(b, p):
     o = _new(TopicData)
-    o.topic_id = _ZERO_UUID
-    o.topic_name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 15, False, _d_PartitionData_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_TopicData_1(out, o):
-    _write_compact_string(out, o.topic_name)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionRequest_1(b, p):
-    o = _new(AlterPartitionRequest)
-    o.broker_id, o.broker_epoch = _S_iq.unpack_from(b, p)
-    p += 12
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_AlterPartitionRequest_1(out, chunks, o):
-    out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    _write_compact_array(out, o.topics, False, _e_TopicData_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_TopicData_2(b, p):
-    o = _new(TopicData)
-    o.topic_name = ''
     u0, = _S_U.unpack_from(b, p)
     o.topic_id = _uuid_from_bytes(u0)
     p += 16
-    o.partitions, p = _read_compact_array(b, p, 15, False, _d_PartitionData_1)
+    o.partitions, p = _read_compact_array(b, p, 15, False, _d_PartitionData_0)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -316,20 +193,20 @@ def _d_TopicData_2(b, p):
     return o, p
 
 
-def _e_TopicData_2(out, o):
+def _e_TopicData_0(out, o):
     out += _S_U.pack(o.topic_id.bytes)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_AlterPartitionRequest_2(b, p):
+def _d_AlterPartitionRequest_0(b, p):
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_2)
+    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_0)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -338,9 +215,9 @@ def _d_AlterPartitionRequest_2(b, p):
     return o, p
 
 
-def _e_AlterPartitionRequest_2(out, chunks, o):
+def _e_AlterPartitionRequest_0(out, chunks, o):
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    _write_compact_array(out, o.topics, False, _e_TopicData_2)
+    _write_compact_array(out, o.topics, False, _e_TopicData_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -367,7 +244,7 @@ def _e_BrokerState_0(out, o):
         out.append(0)
 
 
-def _d_PartitionData_2(b, p):
+def _d_PartitionData_1(b, p):
     o = _new(PartitionData)
     o.new_isr = []
     o.partition_index, o.leader_epoch = _S_ii.unpack_from(b, p)
@@ -383,7 +260,7 @@ def _d_PartitionData_2(b, p):
     return o, p
 
 
-def _e_PartitionData_2(out, o):
+def _e_PartitionData_1(out, o):
     if not ((o.new_isr is not None and len(o.new_isr) == 0)):
         raise ValueError("PartitionData.new_isr is not in this version and not ignorable, but holds a non-default value")
     out += _S_ii.pack(o.partition_index, o.leader_epoch)
@@ -395,13 +272,12 @@ def _e_PartitionData_2(out, o):
         out.append(0)
 
 
-def _d_TopicData_3(b, p):
+def _d_TopicData_1(b, p):
     o = _new(TopicData)
-    o.topic_name = ''
     u0, = _S_U.unpack_from(b, p)
     o.topic_id = _uuid_from_bytes(u0)
     p += 16
-    o.partitions, p = _read_compact_array(b, p, 15, False, _d_PartitionData_2)
+    o.partitions, p = _read_compact_array(b, p, 15, False, _d_PartitionData_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -410,20 +286,20 @@ def _d_TopicData_3(b, p):
     return o, p
 
 
-def _e_TopicData_3(out, o):
+def _e_TopicData_1(out, o):
     out += _S_U.pack(o.topic_id.bytes)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_2)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_AlterPartitionRequest_3(b, p):
+def _d_AlterPartitionRequest_1(b, p):
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch = _S_iq.unpack_from(b, p)
     p += 12
-    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_3)
+    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -432,9 +308,9 @@ def _d_AlterPartitionRequest_3(b, p):
     return o, p
 
 
-def _e_AlterPartitionRequest_3(out, chunks, o):
+def _e_AlterPartitionRequest_1(out, chunks, o):
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    _write_compact_array(out, o.topics, False, _e_TopicData_3)
+    _write_compact_array(out, o.topics, False, _e_TopicData_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -443,8 +319,7 @@ def _e_AlterPartitionRequest_3(out, chunks, o):
 
 def _isdef_TopicData(o):
     return (
-        o.topic_name == ''
-        and o.topic_id == _ZERO_UUID
+        o.topic_id == _ZERO_UUID
         and (o.partitions is not None and len(o.partitions) == 0)
         and not o.unknown_tagged_fields
     )
@@ -470,5 +345,5 @@ def _isdef_BrokerState(o):
     )
 
 
-AlterPartitionRequest._DECODERS = (_d_AlterPartitionRequest_0, _d_AlterPartitionRequest_1, _d_AlterPartitionRequest_2, _d_AlterPartitionRequest_3,)
-AlterPartitionRequest._ENCODERS = (_e_AlterPartitionRequest_0, _e_AlterPartitionRequest_1, _e_AlterPartitionRequest_2, _e_AlterPartitionRequest_3,)
+AlterPartitionRequest._DECODERS = (_d_AlterPartitionRequest_0, _d_AlterPartitionRequest_1,)
+AlterPartitionRequest._ENCODERS = (_e_AlterPartitionRequest_0, _e_AlterPartitionRequest_1,)

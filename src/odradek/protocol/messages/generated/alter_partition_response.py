@@ -56,25 +56,22 @@ _new = object.__new__
 
 _S_U = _StructFormat('>16s')
 _S_bi = _StructFormat('>bi')
-_S_i = _StructFormat('>i')
 _S_ih = _StructFormat('>ih')
 _S_ihii = _StructFormat('>ihii')
 _A_i = _FIXED_ARRAY_TYPES['i']
 
 
 class TopicData(_Struct):
-    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
-    _FIELDS = ('topic_name', 'topic_id', 'partitions')
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+    _FIELDS = ('topic_id', 'partitions')
 
     def __init__(
         self,
         *,
-        topic_name: str = '',
         topic_id: uuid.UUID = _ZERO_UUID,
         partitions: list[PartitionData] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
-        self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is None else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -114,7 +111,7 @@ class AlterPartitionResponse(_Message):
     NAME = 'AlterPartitionResponse'
     SPEC_TYPE = 'response'
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
@@ -140,12 +137,11 @@ PartitionData.__qualname__ = 'AlterPartitionResponse.PartitionData'
 
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
-    o.leader_recovery_state = 0
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch = _S_ihii.unpack_from(b, p)
     p += 14
     o.isr, p = _read_compact_fixed_array(b, p, _A_i, False)
-    o.partition_epoch, = _S_i.unpack_from(b, p)
-    p += 4
+    o.leader_recovery_state, o.partition_epoch = _S_bi.unpack_from(b, p)
+    p += 5
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -157,7 +153,7 @@ def _d_PartitionData_0(b, p):
 def _e_PartitionData_0(out, o):
     out += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     _write_compact_fixed_array(out, o.isr, _A_i, False)
-    out += _S_i.pack(o.partition_epoch)
+    out += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -166,9 +162,10 @@ def _e_PartitionData_0(out, o):
 
 def _d_TopicData_0(b, p):
     o = _new(TopicData)
-    o.topic_id = _ZERO_UUID
-    o.topic_name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 20, False, _d_PartitionData_0)
+    u0, = _S_U.unpack_from(b, p)
+    o.topic_id = _uuid_from_bytes(u0)
+    p += 16
+    o.partitions, p = _read_compact_array(b, p, 21, False, _d_PartitionData_0)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -178,7 +175,7 @@ def _d_TopicData_0(b, p):
 
 
 def _e_TopicData_0(out, o):
-    _write_compact_string(out, o.topic_name)
+    out += _S_U.pack(o.topic_id.bytes)
     _write_compact_array(out, o.partitions, False, _e_PartitionData_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -190,7 +187,7 @@ def _d_AlterPartitionResponse_0(b, p):
     o = _new(AlterPartitionResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
+    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_0)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -208,125 +205,9 @@ def _e_AlterPartitionResponse_0(out, chunks, o):
         out.append(0)
 
 
-def _d_PartitionData_1(b, p):
-    o = _new(PartitionData)
-    o.partition_index, o.error_code, o.leader_id, o.leader_epoch = _S_ihii.unpack_from(b, p)
-    p += 14
-    o.isr, p = _read_compact_fixed_array(b, p, _A_i, False)
-    o.leader_recovery_state, o.partition_epoch = _S_bi.unpack_from(b, p)
-    p += 5
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_PartitionData_1(out, o):
-    out += _S_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
-    _write_compact_fixed_array(out, o.isr, _A_i, False)
-    out += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_TopicData_1(b, p):
-    o = _new(TopicData)
-    o.topic_id = _ZERO_UUID
-    o.topic_name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 21, False, _d_PartitionData_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_TopicData_1(out, o):
-    _write_compact_string(out, o.topic_name)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_1(b, p):
-    o = _new(AlterPartitionResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
-    p += 6
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_AlterPartitionResponse_1(out, chunks, o):
-    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
-    _write_compact_array(out, o.topics, False, _e_TopicData_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_TopicData_2(b, p):
-    o = _new(TopicData)
-    o.topic_name = ''
-    u0, = _S_U.unpack_from(b, p)
-    o.topic_id = _uuid_from_bytes(u0)
-    p += 16
-    o.partitions, p = _read_compact_array(b, p, 21, False, _d_PartitionData_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_TopicData_2(out, o):
-    out += _S_U.pack(o.topic_id.bytes)
-    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_AlterPartitionResponse_2(b, p):
-    o = _new(AlterPartitionResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
-    p += 6
-    o.topics, p = _read_compact_array(b, p, 18, False, _d_TopicData_2)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_AlterPartitionResponse_2(out, chunks, o):
-    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
-    _write_compact_array(out, o.topics, False, _e_TopicData_2)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
 def _isdef_TopicData(o):
     return (
-        o.topic_name == ''
-        and o.topic_id == _ZERO_UUID
+        o.topic_id == _ZERO_UUID
         and (o.partitions is not None and len(o.partitions) == 0)
         and not o.unknown_tagged_fields
     )
@@ -345,5 +226,5 @@ def _isdef_PartitionData(o):
     )
 
 
-AlterPartitionResponse._DECODERS = (_d_AlterPartitionResponse_0, _d_AlterPartitionResponse_1, _d_AlterPartitionResponse_2, _d_AlterPartitionResponse_2,)
-AlterPartitionResponse._ENCODERS = (_e_AlterPartitionResponse_0, _e_AlterPartitionResponse_1, _e_AlterPartitionResponse_2, _e_AlterPartitionResponse_2,)
+AlterPartitionResponse._DECODERS = (_d_AlterPartitionResponse_0, _d_AlterPartitionResponse_0,)
+AlterPartitionResponse._ENCODERS = (_e_AlterPartitionResponse_0, _e_AlterPartitionResponse_0,)

@@ -97,7 +97,7 @@ class AlterReplicaLogDirsRequest(_Message):
     NAME = 'AlterReplicaLogDirsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 34
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -231,5 +231,5 @@ def _isdef_AlterReplicaLogDirTopic(o):
     )
 
 
-AlterReplicaLogDirsRequest._DECODERS = (_d_AlterReplicaLogDirsRequest_0, _d_AlterReplicaLogDirsRequest_0, _d_AlterReplicaLogDirsRequest_1,)
-AlterReplicaLogDirsRequest._ENCODERS = (_e_AlterReplicaLogDirsRequest_0, _e_AlterReplicaLogDirsRequest_0, _e_AlterReplicaLogDirsRequest_1,)
+AlterReplicaLogDirsRequest._DECODERS = (_d_AlterReplicaLogDirsRequest_0, _d_AlterReplicaLogDirsRequest_1,)
+AlterReplicaLogDirsRequest._ENCODERS = (_e_AlterReplicaLogDirsRequest_0, _e_AlterReplicaLogDirsRequest_1,)

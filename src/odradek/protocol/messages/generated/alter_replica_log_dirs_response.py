@@ -98,7 +98,7 @@ class AlterReplicaLogDirsResponse(_Message):
     NAME = 'AlterReplicaLogDirsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 34
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -238,5 +238,5 @@ def _isdef_AlterReplicaLogDirPartitionResult(o):
     )
 
 
-AlterReplicaLogDirsResponse._DECODERS = (_d_AlterReplicaLogDirsResponse_0, _d_AlterReplicaLogDirsResponse_0, _d_AlterReplicaLogDirsResponse_1,)
-AlterReplicaLogDirsResponse._ENCODERS = (_e_AlterReplicaLogDirsResponse_0, _e_AlterReplicaLogDirsResponse_0, _e_AlterReplicaLogDirsResponse_1,)
+AlterReplicaLogDirsResponse._DECODERS = (_d_AlterReplicaLogDirsResponse_0, _d_AlterReplicaLogDirsResponse_1,)
+AlterReplicaLogDirsResponse._ENCODERS = (_e_AlterReplicaLogDirsResponse_0, _e_AlterReplicaLogDirsResponse_1,)

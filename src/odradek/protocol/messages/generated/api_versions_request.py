@@ -65,7 +65,7 @@ class ApiVersionsRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 3
+    MAX_VERSION = 4
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
 
@@ -115,5 +115,5 @@ def _e_ApiVersionsRequest_1(out, chunks, o):
         out.append(0)
 
 
-ApiVersionsRequest._DECODERS = (_d_ApiVersionsRequest_0, _d_ApiVersionsRequest_0, _d_ApiVersionsRequest_0, _d_ApiVersionsRequest_1,)
-ApiVersionsRequest._ENCODERS = (_e_ApiVersionsRequest_0, _e_ApiVersionsRequest_0, _e_ApiVersionsRequest_0, _e_ApiVersionsRequest_1,)
+ApiVersionsRequest._DECODERS = (_d_ApiVersionsRequest_0, _d_ApiVersionsRequest_0, _d_ApiVersionsRequest_0, _d_ApiVersionsRequest_1, _d_ApiVersionsRequest_1,)
+ApiVersionsRequest._ENCODERS = (_e_ApiVersionsRequest_0, _e_ApiVersionsRequest_0, _e_ApiVersionsRequest_0, _e_ApiVersionsRequest_1, _e_ApiVersionsRequest_1,)

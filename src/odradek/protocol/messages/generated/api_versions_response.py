@@ -126,7 +126,7 @@ class ApiVersionsResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 3
+    MAX_VERSION = 4
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
     ApiVersion = ApiVersion
@@ -364,5 +364,5 @@ def _isdef_FinalizedFeatureKey(o):
     )
 
 
-ApiVersionsResponse._DECODERS = (_d_ApiVersionsResponse_0, _d_ApiVersionsResponse_1, _d_ApiVersionsResponse_1, _d_ApiVersionsResponse_2,)
-ApiVersionsResponse._ENCODERS = (_e_ApiVersionsResponse_0, _e_ApiVersionsResponse_1, _e_ApiVersionsResponse_1, _e_ApiVersionsResponse_2,)
+ApiVersionsResponse._DECODERS = (_d_ApiVersionsResponse_0, _d_ApiVersionsResponse_1, _d_ApiVersionsResponse_1, _d_ApiVersionsResponse_2, _d_ApiVersionsResponse_2,)
+ApiVersionsResponse._ENCODERS = (_e_ApiVersionsResponse_0, _e_ApiVersionsResponse_1, _e_ApiVersionsResponse_1, _e_ApiVersionsResponse_2, _e_ApiVersionsResponse_2,)

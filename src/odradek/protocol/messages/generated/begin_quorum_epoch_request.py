@@ -54,6 +54,9 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_H = _StructFormat('>H')
+_S_i = _StructFormat('>i')
+_S_iUii = _StructFormat('>i16sii')
 _S_iii = _StructFormat('>iii')
 
 
@@ -74,55 +77,82 @@ class TopicData(_Struct):
 
 
 class PartitionData(_Struct):
-    __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'leader_id', 'leader_epoch')
+    __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch')
 
     def __init__(
         self,
         *,
         partition_index: int = 0,
+        voter_directory_id: uuid.UUID = _ZERO_UUID,
         leader_id: int = 0,
         leader_epoch: int = 0,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition_index = partition_index
+        self.voter_directory_id = voter_directory_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+class LeaderEndpoint(_Struct):
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    _FIELDS = ('name', 'host', 'port')
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        host: str = '',
+        port: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class BeginQuorumEpochRequest(_Message):
     """BeginQuorumEpochRequest (request, from messages/BeginQuorumEpochRequest.json)."""
 
-    __slots__ = ('cluster_id', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('cluster_id', 'topics')
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints')
     NAME = 'BeginQuorumEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 53
     MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = None
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
     HAS_RECORDS = False
     TopicData = TopicData
     PartitionData = PartitionData
+    LeaderEndpoint = LeaderEndpoint
 
     def __init__(
         self,
         *,
         cluster_id: str | None = None,
+        voter_id: int = -1,
         topics: list[TopicData] | None = None,
+        leader_endpoints: list[LeaderEndpoint] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.cluster_id = cluster_id
+        self.voter_id = voter_id
         self.topics = [] if topics is None else topics
+        self.leader_endpoints = [] if leader_endpoints is None else leader_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 TopicData.__qualname__ = 'BeginQuorumEpochRequest.TopicData'
 PartitionData.__qualname__ = 'BeginQuorumEpochRequest.PartitionData'
+LeaderEndpoint.__qualname__ = 'BeginQuorumEpochRequest.LeaderEndpoint'
 
 
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
+    o.voter_directory_id = _ZERO_UUID
     o.partition_index, o.leader_id, o.leader_epoch = _S_iii.unpack_from(b, p)
     p += 12
     o.unknown_tagged_fields = None
@@ -148,6 +178,8 @@ def _e_TopicData_0(out, o):
 
 def _d_BeginQuorumEpochRequest_0(b, p):
     o = _new(BeginQuorumEpochRequest)
+    o.voter_id = -1
+    o.leader_endpoints = []
     o.cluster_id, p = _read_nullable_string(b, p)
     o.topics, p = _read_array(b, p, 6, False, _d_TopicData_0)
     o.unknown_tagged_fields = None
@@ -157,6 +189,98 @@ def _d_BeginQuorumEpochRequest_0(b, p):
 def _e_BeginQuorumEpochRequest_0(out, chunks, o):
     _write_nullable_string(out, o.cluster_id)
     _write_array(out, o.topics, False, _e_TopicData_0)
+
+
+def _d_PartitionData_1(b, p):
+    o = _new(PartitionData)
+    o.partition_index, u1, o.leader_id, o.leader_epoch = _S_iUii.unpack_from(b, p)
+    o.voter_directory_id = _uuid_from_bytes(u1)
+    p += 28
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_PartitionData_1(out, o):
+    out += _S_iUii.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_TopicData_1(b, p):
+    o = _new(TopicData)
+    o.topic_name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 29, False, _d_PartitionData_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicData_1(out, o):
+    _write_compact_string(out, o.topic_name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_LeaderEndpoint_0(b, p):
+    o = _new(LeaderEndpoint)
+    o.name, p = _read_compact_string(b, p)
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_H.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_LeaderEndpoint_0(out, o):
+    _write_compact_string(out, o.name)
+    _write_compact_string(out, o.host)
+    out += _S_H.pack(o.port)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_BeginQuorumEpochRequest_1(b, p):
+    o = _new(BeginQuorumEpochRequest)
+    o.cluster_id, p = _read_compact_nullable_string(b, p)
+    o.voter_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
+    o.leader_endpoints, p = _read_compact_array(b, p, 5, False, _d_LeaderEndpoint_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_BeginQuorumEpochRequest_1(out, chunks, o):
+    _write_compact_nullable_string(out, o.cluster_id)
+    out += _S_i.pack(o.voter_id)
+    _write_compact_array(out, o.topics, False, _e_TopicData_1)
+    _write_compact_array(out, o.leader_endpoints, False, _e_LeaderEndpoint_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _isdef_TopicData(o):
@@ -170,11 +294,21 @@ def _isdef_TopicData(o):
 def _isdef_PartitionData(o):
     return (
         o.partition_index == 0
+        and o.voter_directory_id == _ZERO_UUID
         and o.leader_id == 0
         and o.leader_epoch == 0
         and not o.unknown_tagged_fields
     )
 
 
-BeginQuorumEpochRequest._DECODERS = (_d_BeginQuorumEpochRequest_0,)
-BeginQuorumEpochRequest._ENCODERS = (_e_BeginQuorumEpochRequest_0,)
+def _isdef_LeaderEndpoint(o):
+    return (
+        o.name == ''
+        and o.host == ''
+        and o.port == 0
+        and not o.unknown_tagged_fields
+    )
+
+
+BeginQuorumEpochRequest._DECODERS = (_d_BeginQuorumEpochRequest_0, _d_BeginQuorumEpochRequest_1,)
+BeginQuorumEpochRequest._ENCODERS = (_e_BeginQuorumEpochRequest_0, _e_BeginQuorumEpochRequest_1,)

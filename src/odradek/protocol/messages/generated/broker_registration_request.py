@@ -109,7 +109,7 @@ class BrokerRegistrationRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 62
     MIN_VERSION = 0
-    MAX_VERSION = 3
+    MAX_VERSION = 4
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     Listener = Listener
@@ -361,5 +361,5 @@ def _isdef_Feature(o):
     )
 
 
-BrokerRegistrationRequest._DECODERS = (_d_BrokerRegistrationRequest_0, _d_BrokerRegistrationRequest_1, _d_BrokerRegistrationRequest_2, _d_BrokerRegistrationRequest_3,)
-BrokerRegistrationRequest._ENCODERS = (_e_BrokerRegistrationRequest_0, _e_BrokerRegistrationRequest_1, _e_BrokerRegistrationRequest_2, _e_BrokerRegistrationRequest_3,)
+BrokerRegistrationRequest._DECODERS = (_d_BrokerRegistrationRequest_0, _d_BrokerRegistrationRequest_1, _d_BrokerRegistrationRequest_2, _d_BrokerRegistrationRequest_3, _d_BrokerRegistrationRequest_3,)
+BrokerRegistrationRequest._ENCODERS = (_e_BrokerRegistrationRequest_0, _e_BrokerRegistrationRequest_1, _e_BrokerRegistrationRequest_2, _e_BrokerRegistrationRequest_3, _e_BrokerRegistrationRequest_3,)

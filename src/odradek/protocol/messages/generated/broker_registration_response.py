@@ -66,7 +66,7 @@ class BrokerRegistrationResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 62
     MIN_VERSION = 0
-    MAX_VERSION = 3
+    MAX_VERSION = 4
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
 
@@ -105,5 +105,5 @@ def _e_BrokerRegistrationResponse_0(out, chunks, o):
         out.append(0)
 
 
-BrokerRegistrationResponse._DECODERS = (_d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0,)
-BrokerRegistrationResponse._ENCODERS = (_e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0,)
+BrokerRegistrationResponse._DECODERS = (_d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0, _d_BrokerRegistrationResponse_0,)
+BrokerRegistrationResponse._ENCODERS = (_e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0, _e_BrokerRegistrationResponse_0,)

@@ -66,7 +66,7 @@ class ConsumerGroupDescribeRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
 
@@ -105,5 +105,5 @@ def _e_ConsumerGroupDescribeRequest_0(out, chunks, o):
         out.append(0)
 
 
-ConsumerGroupDescribeRequest._DECODERS = (_d_ConsumerGroupDescribeRequest_0,)
-ConsumerGroupDescribeRequest._ENCODERS = (_e_ConsumerGroupDescribeRequest_0,)
+ConsumerGroupDescribeRequest._DECODERS = (_d_ConsumerGroupDescribeRequest_0, _d_ConsumerGroupDescribeRequest_0,)
+ConsumerGroupDescribeRequest._ENCODERS = (_e_ConsumerGroupDescribeRequest_0, _e_ConsumerGroupDescribeRequest_0,)

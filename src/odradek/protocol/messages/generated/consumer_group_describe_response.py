@@ -55,6 +55,7 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_U = _StructFormat('>16s')
+_S_b = _StructFormat('>b')
 _S_h = _StructFormat('>h')
 _S_i = _StructFormat('>i')
 _S_ii = _StructFormat('>ii')
@@ -92,8 +93,8 @@ class DescribedGroup(_Struct):
 
 
 class Member(_Struct):
-    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tagged_fields')
-    _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tagged_fields')
+    _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
 
     def __init__(
         self,
@@ -108,6 +109,7 @@ class Member(_Struct):
         subscribed_topic_regex: str | None = None,
         assignment: Assignment | None = None,
         target_assignment: Assignment | None = None,
+        member_type: int = -1,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.member_id = member_id
@@ -120,6 +122,7 @@ class Member(_Struct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = Assignment() if assignment is None else assignment
         self.target_assignment = Assignment() if target_assignment is None else target_assignment
+        self.member_type = member_type
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -164,7 +167,7 @@ class ConsumerGroupDescribeResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     DescribedGroup = DescribedGroup
@@ -235,6 +238,7 @@ def _e_Assignment_0(out, o):
 
 def _d_Member_0(b, p):
     o = _new(Member)
+    o.member_type = -1
     o.member_id, p = _read_compact_string(b, p)
     o.instance_id, p = _read_compact_nullable_string(b, p)
     o.rack_id, p = _read_compact_nullable_string(b, p)
@@ -331,6 +335,107 @@ def _e_ConsumerGroupDescribeResponse_0(out, chunks, o):
         out.append(0)
 
 
+def _d_Member_1(b, p):
+    o = _new(Member)
+    o.member_id, p = _read_compact_string(b, p)
+    o.instance_id, p = _read_compact_nullable_string(b, p)
+    o.rack_id, p = _read_compact_nullable_string(b, p)
+    o.member_epoch, = _S_i.unpack_from(b, p)
+    p += 4
+    o.client_id, p = _read_compact_string(b, p)
+    o.client_host, p = _read_compact_string(b, p)
+    o.subscribed_topic_names, p = _read_compact_array(b, p, 1, False, _read_compact_string)
+    o.subscribed_topic_regex, p = _read_compact_nullable_string(b, p)
+    o.assignment, p = _d_Assignment_0(b, p)
+    o.target_assignment, p = _d_Assignment_0(b, p)
+    o.member_type, = _S_b.unpack_from(b, p)
+    p += 1
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_Member_1(out, o):
+    _write_compact_string(out, o.member_id)
+    _write_compact_nullable_string(out, o.instance_id)
+    _write_compact_nullable_string(out, o.rack_id)
+    out += _S_i.pack(o.member_epoch)
+    _write_compact_string(out, o.client_id)
+    _write_compact_string(out, o.client_host)
+    _write_compact_array(out, o.subscribed_topic_names, False, _write_compact_string)
+    _write_compact_nullable_string(out, o.subscribed_topic_regex)
+    v = o.assignment
+    _e_Assignment_0(out, v)
+    v = o.target_assignment
+    _e_Assignment_0(out, v)
+    out += _S_b.pack(o.member_type)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_DescribedGroup_1(b, p):
+    o = _new(DescribedGroup)
+    o.error_code, = _S_h.unpack_from(b, p)
+    p += 2
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    o.group_id, p = _read_compact_string(b, p)
+    o.group_state, p = _read_compact_string(b, p)
+    o.group_epoch, o.assignment_epoch = _S_ii.unpack_from(b, p)
+    p += 8
+    o.assignor_name, p = _read_compact_string(b, p)
+    o.members, p = _read_compact_array(b, p, 17, False, _d_Member_1)
+    o.authorized_operations, = _S_i.unpack_from(b, p)
+    p += 4
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribedGroup_1(out, o):
+    out += _S_h.pack(o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    _write_compact_string(out, o.group_id)
+    _write_compact_string(out, o.group_state)
+    out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+    _write_compact_string(out, o.assignor_name)
+    _write_compact_array(out, o.members, False, _e_Member_1)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_ConsumerGroupDescribeResponse_1(b, p):
+    o = _new(ConsumerGroupDescribeResponse)
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.groups, p = _read_compact_array(b, p, 20, False, _d_DescribedGroup_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_ConsumerGroupDescribeResponse_1(out, chunks, o):
+    out += _S_i.pack(o.throttle_time_ms)
+    _write_compact_array(out, o.groups, False, _e_DescribedGroup_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_DescribedGroup(o):
     return (
         o.error_code == 0
@@ -358,6 +463,7 @@ def _isdef_Member(o):
         and o.subscribed_topic_regex is None
         and (o.assignment is not None and _isdef_Assignment(o.assignment))
         and (o.target_assignment is not None and _isdef_Assignment(o.target_assignment))
+        and o.member_type == -1
         and not o.unknown_tagged_fields
     )
 
@@ -378,5 +484,5 @@ def _isdef_Assignment(o):
     )
 
 
-ConsumerGroupDescribeResponse._DECODERS = (_d_ConsumerGroupDescribeResponse_0,)
-ConsumerGroupDescribeResponse._ENCODERS = (_e_ConsumerGroupDescribeResponse_0,)
+ConsumerGroupDescribeResponse._DECODERS = (_d_ConsumerGroupDescribeResponse_0, _d_ConsumerGroupDescribeResponse_1,)
+ConsumerGroupDescribeResponse._ENCODERS = (_e_ConsumerGroupDescribeResponse_0, _e_ConsumerGroupDescribeResponse_1,)

@@ -78,13 +78,13 @@ class TopicPartitions(_Struct):
 class ConsumerGroupHeartbeatRequest(_Message):
     """ConsumerGroupHeartbeatRequest (request, from messages/ConsumerGroupHeartbeatRequest.json)."""
 
-    __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields')
-    _FIELDS = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'server_assignor', 'topic_partitions')
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields')
+    _FIELDS = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions')
     NAME = 'ConsumerGroupHeartbeatRequest'
     SPEC_TYPE = 'request'
     API_KEY = 68
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicPartitions = TopicPartitions
@@ -99,6 +99,7 @@ class ConsumerGroupHeartbeatRequest(_Message):
         rack_id: str | None = None,
         rebalance_timeout_ms: int = -1,
         subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
         server_assignor: str | None = None,
         topic_partitions: list[TopicPartitions] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
@@ -110,6 +111,7 @@ class ConsumerGroupHeartbeatRequest(_Message):
         self.rack_id = rack_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -142,6 +144,7 @@ def _e_TopicPartitions_0(out, o):
 
 def _d_ConsumerGroupHeartbeatRequest_0(b, p):
     o = _new(ConsumerGroupHeartbeatRequest)
+    o.subscribed_topic_regex = None
     o.group_id, p = _read_compact_string(b, p)
     o.member_id, p = _read_compact_string(b, p)
     o.member_epoch, = _S_i.unpack_from(b, p)
@@ -162,6 +165,8 @@ def _d_ConsumerGroupHeartbeatRequest_0(b, p):
 
 
 def _e_ConsumerGroupHeartbeatRequest_0(out, chunks, o):
+    if not (o.subscribed_topic_regex is None):
+        raise ValueError("ConsumerGroupHeartbeatRequest.subscribed_topic_regex is not in this version and not ignorable, but holds a non-default value")
     _write_compact_string(out, o.group_id)
     _write_compact_string(out, o.member_id)
     out += _S_i.pack(o.member_epoch)
@@ -169,6 +174,45 @@ def _e_ConsumerGroupHeartbeatRequest_0(out, chunks, o):
     _write_compact_nullable_string(out, o.rack_id)
     out += _S_i.pack(o.rebalance_timeout_ms)
     _write_compact_array(out, o.subscribed_topic_names, True, _write_compact_string)
+    _write_compact_nullable_string(out, o.server_assignor)
+    _write_compact_array(out, o.topic_partitions, True, _e_TopicPartitions_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_ConsumerGroupHeartbeatRequest_1(b, p):
+    o = _new(ConsumerGroupHeartbeatRequest)
+    o.group_id, p = _read_compact_string(b, p)
+    o.member_id, p = _read_compact_string(b, p)
+    o.member_epoch, = _S_i.unpack_from(b, p)
+    p += 4
+    o.instance_id, p = _read_compact_nullable_string(b, p)
+    o.rack_id, p = _read_compact_nullable_string(b, p)
+    o.rebalance_timeout_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.subscribed_topic_names, p = _read_compact_array(b, p, 1, True, _read_compact_string)
+    o.subscribed_topic_regex, p = _read_compact_nullable_string(b, p)
+    o.server_assignor, p = _read_compact_nullable_string(b, p)
+    o.topic_partitions, p = _read_compact_array(b, p, 18, True, _d_TopicPartitions_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_ConsumerGroupHeartbeatRequest_1(out, chunks, o):
+    _write_compact_string(out, o.group_id)
+    _write_compact_string(out, o.member_id)
+    out += _S_i.pack(o.member_epoch)
+    _write_compact_nullable_string(out, o.instance_id)
+    _write_compact_nullable_string(out, o.rack_id)
+    out += _S_i.pack(o.rebalance_timeout_ms)
+    _write_compact_array(out, o.subscribed_topic_names, True, _write_compact_string)
+    _write_compact_nullable_string(out, o.subscribed_topic_regex)
     _write_compact_nullable_string(out, o.server_assignor)
     _write_compact_array(out, o.topic_partitions, True, _e_TopicPartitions_0)
     if o.unknown_tagged_fields:
@@ -185,5 +229,5 @@ def _isdef_TopicPartitions(o):
     )
 
 
-ConsumerGroupHeartbeatRequest._DECODERS = (_d_ConsumerGroupHeartbeatRequest_0,)
-ConsumerGroupHeartbeatRequest._ENCODERS = (_e_ConsumerGroupHeartbeatRequest_0,)
+ConsumerGroupHeartbeatRequest._DECODERS = (_d_ConsumerGroupHeartbeatRequest_0, _d_ConsumerGroupHeartbeatRequest_1,)
+ConsumerGroupHeartbeatRequest._ENCODERS = (_e_ConsumerGroupHeartbeatRequest_0, _e_ConsumerGroupHeartbeatRequest_1,)

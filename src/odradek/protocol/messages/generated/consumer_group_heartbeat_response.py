@@ -99,7 +99,7 @@ class ConsumerGroupHeartbeatResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 68
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     Assignment = Assignment
@@ -225,5 +225,5 @@ def _isdef_TopicPartitions(o):
     )
 
 
-ConsumerGroupHeartbeatResponse._DECODERS = (_d_ConsumerGroupHeartbeatResponse_0,)
-ConsumerGroupHeartbeatResponse._ENCODERS = (_e_ConsumerGroupHeartbeatResponse_0,)
+ConsumerGroupHeartbeatResponse._DECODERS = (_d_ConsumerGroupHeartbeatResponse_0, _d_ConsumerGroupHeartbeatResponse_0,)
+ConsumerGroupHeartbeatResponse._ENCODERS = (_e_ConsumerGroupHeartbeatResponse_0, _e_ConsumerGroupHeartbeatResponse_0,)

@@ -92,7 +92,7 @@ class CreateAclsRequest(_Message):
     NAME = 'CreateAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 30
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -112,41 +112,6 @@ AclCreation.__qualname__ = 'CreateAclsRequest.AclCreation'
 
 def _d_AclCreation_0(b, p):
     o = _new(AclCreation)
-    o.resource_pattern_type = 3
-    o.resource_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name, p = _read_string(b, p)
-    o.principal, p = _read_string(b, p)
-    o.host, p = _read_string(b, p)
-    o.operation, o.permission_type = _S_bb.unpack_from(b, p)
-    p += 2
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_AclCreation_0(out, o):
-    if not (o.resource_pattern_type == 3):
-        raise ValueError("AclCreation.resource_pattern_type is not in this version and not ignorable, but holds a non-default value")
-    out += _S_b.pack(o.resource_type)
-    _write_string(out, o.resource_name)
-    _write_string(out, o.principal)
-    _write_string(out, o.host)
-    out += _S_bb.pack(o.operation, o.permission_type)
-
-
-def _d_CreateAclsRequest_0(b, p):
-    o = _new(CreateAclsRequest)
-    o.creations, p = _read_array(b, p, 9, False, _d_AclCreation_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_CreateAclsRequest_0(out, chunks, o):
-    _write_array(out, o.creations, False, _e_AclCreation_0)
-
-
-def _d_AclCreation_1(b, p):
-    o = _new(AclCreation)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_string(b, p)
@@ -160,7 +125,7 @@ def _d_AclCreation_1(b, p):
     return o, p
 
 
-def _e_AclCreation_1(out, o):
+def _e_AclCreation_0(out, o):
     out += _S_b.pack(o.resource_type)
     _write_string(out, o.resource_name)
     out += _S_b.pack(o.resource_pattern_type)
@@ -169,18 +134,18 @@ def _e_AclCreation_1(out, o):
     out += _S_bb.pack(o.operation, o.permission_type)
 
 
-def _d_CreateAclsRequest_1(b, p):
+def _d_CreateAclsRequest_0(b, p):
     o = _new(CreateAclsRequest)
-    o.creations, p = _read_array(b, p, 10, False, _d_AclCreation_1)
+    o.creations, p = _read_array(b, p, 10, False, _d_AclCreation_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_CreateAclsRequest_1(out, chunks, o):
-    _write_array(out, o.creations, False, _e_AclCreation_1)
+def _e_CreateAclsRequest_0(out, chunks, o):
+    _write_array(out, o.creations, False, _e_AclCreation_0)
 
 
-def _d_AclCreation_2(b, p):
+def _d_AclCreation_1(b, p):
     o = _new(AclCreation)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
@@ -199,7 +164,7 @@ def _d_AclCreation_2(b, p):
     return o, p
 
 
-def _e_AclCreation_2(out, o):
+def _e_AclCreation_1(out, o):
     out += _S_b.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
     out += _S_b.pack(o.resource_pattern_type)
@@ -212,9 +177,9 @@ def _e_AclCreation_2(out, o):
         out.append(0)
 
 
-def _d_CreateAclsRequest_2(b, p):
+def _d_CreateAclsRequest_1(b, p):
     o = _new(CreateAclsRequest)
-    o.creations, p = _read_compact_array(b, p, 8, False, _d_AclCreation_2)
+    o.creations, p = _read_compact_array(b, p, 8, False, _d_AclCreation_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -223,8 +188,8 @@ def _d_CreateAclsRequest_2(b, p):
     return o, p
 
 
-def _e_CreateAclsRequest_2(out, chunks, o):
-    _write_compact_array(out, o.creations, False, _e_AclCreation_2)
+def _e_CreateAclsRequest_1(out, chunks, o):
+    _write_compact_array(out, o.creations, False, _e_AclCreation_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -244,5 +209,5 @@ def _isdef_AclCreation(o):
     )
 
 
-CreateAclsRequest._DECODERS = (_d_CreateAclsRequest_0, _d_CreateAclsRequest_1, _d_CreateAclsRequest_2, _d_CreateAclsRequest_2,)
-CreateAclsRequest._ENCODERS = (_e_CreateAclsRequest_0, _e_CreateAclsRequest_1, _e_CreateAclsRequest_2, _e_CreateAclsRequest_2,)
+CreateAclsRequest._DECODERS = (_d_CreateAclsRequest_0, _d_CreateAclsRequest_1, _d_CreateAclsRequest_1,)
+CreateAclsRequest._ENCODERS = (_e_CreateAclsRequest_0, _e_CreateAclsRequest_1, _e_CreateAclsRequest_1,)

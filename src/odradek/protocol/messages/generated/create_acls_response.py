@@ -82,7 +82,7 @@ class CreateAclsResponse(_Message):
     NAME = 'CreateAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 30
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -182,5 +182,5 @@ def _isdef_AclCreationResult(o):
     )
 
 
-CreateAclsResponse._DECODERS = (_d_CreateAclsResponse_0, _d_CreateAclsResponse_0, _d_CreateAclsResponse_1, _d_CreateAclsResponse_1,)
-CreateAclsResponse._ENCODERS = (_e_CreateAclsResponse_0, _e_CreateAclsResponse_0, _e_CreateAclsResponse_1, _e_CreateAclsResponse_1,)
+CreateAclsResponse._DECODERS = (_d_CreateAclsResponse_0, _d_CreateAclsResponse_1, _d_CreateAclsResponse_1,)
+CreateAclsResponse._ENCODERS = (_e_CreateAclsResponse_0, _e_CreateAclsResponse_1, _e_CreateAclsResponse_1,)

@@ -81,7 +81,7 @@ class CreateDelegationTokenRequest(_Message):
     NAME = 'CreateDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -221,5 +221,5 @@ def _isdef_CreatableRenewers(o):
     )
 
 
-CreateDelegationTokenRequest._DECODERS = (_d_CreateDelegationTokenRequest_0, _d_CreateDelegationTokenRequest_0, _d_CreateDelegationTokenRequest_1, _d_CreateDelegationTokenRequest_2,)
-CreateDelegationTokenRequest._ENCODERS = (_e_CreateDelegationTokenRequest_0, _e_CreateDelegationTokenRequest_0, _e_CreateDelegationTokenRequest_1, _e_CreateDelegationTokenRequest_2,)
+CreateDelegationTokenRequest._DECODERS = (_d_CreateDelegationTokenRequest_0, _d_CreateDelegationTokenRequest_1, _d_CreateDelegationTokenRequest_2,)
+CreateDelegationTokenRequest._ENCODERS = (_e_CreateDelegationTokenRequest_0, _e_CreateDelegationTokenRequest_1, _e_CreateDelegationTokenRequest_2,)

@@ -67,7 +67,7 @@ class CreateDelegationTokenResponse(_Message):
     NAME = 'CreateDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -213,5 +213,5 @@ def _e_CreateDelegationTokenResponse_2(out, chunks, o):
         out.append(0)
 
 
-CreateDelegationTokenResponse._DECODERS = (_d_CreateDelegationTokenResponse_0, _d_CreateDelegationTokenResponse_0, _d_CreateDelegationTokenResponse_1, _d_CreateDelegationTokenResponse_2,)
-CreateDelegationTokenResponse._ENCODERS = (_e_CreateDelegationTokenResponse_0, _e_CreateDelegationTokenResponse_0, _e_CreateDelegationTokenResponse_1, _e_CreateDelegationTokenResponse_2,)
+CreateDelegationTokenResponse._DECODERS = (_d_CreateDelegationTokenResponse_0, _d_CreateDelegationTokenResponse_1, _d_CreateDelegationTokenResponse_2,)
+CreateDelegationTokenResponse._ENCODERS = (_e_CreateDelegationTokenResponse_0, _e_CreateDelegationTokenResponse_1, _e_CreateDelegationTokenResponse_2,)

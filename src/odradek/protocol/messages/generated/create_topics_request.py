@@ -71,7 +71,7 @@ class CreatableTopic(_Struct):
         num_partitions: int = 0,
         replication_factor: int = 0,
         assignments: list[CreatableReplicaAssignment] | None = None,
-        configs: list[CreateableTopicConfig] | None = None,
+        configs: list[CreatableTopicConfig] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.name = name
@@ -98,7 +98,7 @@ class CreatableReplicaAssignment(_Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-class CreateableTopicConfig(_Struct):
+class CreatableTopicConfig(_Struct):
     __slots__ = ('name', 'value', 'unknown_tagged_fields')
     _FIELDS = ('name', 'value')
 
@@ -122,13 +122,13 @@ class CreateTopicsRequest(_Message):
     NAME = 'CreateTopicsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 19
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 7
     FLEXIBLE_MIN = 5
     HAS_RECORDS = False
     CreatableTopic = CreatableTopic
     CreatableReplicaAssignment = CreatableReplicaAssignment
-    CreateableTopicConfig = CreateableTopicConfig
+    CreatableTopicConfig = CreatableTopicConfig
 
     def __init__(
         self,
@@ -145,7 +145,7 @@ class CreateTopicsRequest(_Message):
 
 CreatableTopic.__qualname__ = 'CreateTopicsRequest.CreatableTopic'
 CreatableReplicaAssignment.__qualname__ = 'CreateTopicsRequest.CreatableReplicaAssignment'
-CreateableTopicConfig.__qualname__ = 'CreateTopicsRequest.CreateableTopicConfig'
+CreatableTopicConfig.__qualname__ = 'CreateTopicsRequest.CreatableTopicConfig'
 
 
 def _d_CreatableReplicaAssignment_0(b, p):
@@ -162,15 +162,15 @@ def _e_CreatableReplicaAssignment_0(out, o):
     _write_fixed_array(out, o.broker_ids, _A_i, False)
 
 
-def _d_CreateableTopicConfig_0(b, p):
-    o = _new(CreateableTopicConfig)
+def _d_CreatableTopicConfig_0(b, p):
+    o = _new(CreatableTopicConfig)
     o.name, p = _read_string(b, p)
     o.value, p = _read_nullable_string(b, p)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_CreateableTopicConfig_0(out, o):
+def _e_CreatableTopicConfig_0(out, o):
     _write_string(out, o.name)
     _write_nullable_string(out, o.value)
 
@@ -181,7 +181,7 @@ def _d_CreatableTopic_0(b, p):
     o.num_partitions, o.replication_factor = _S_ih.unpack_from(b, p)
     p += 6
     o.assignments, p = _read_array(b, p, 8, False, _d_CreatableReplicaAssignment_0)
-    o.configs, p = _read_array(b, p, 4, False, _d_CreateableTopicConfig_0)
+    o.configs, p = _read_array(b, p, 4, False, _d_CreatableTopicConfig_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -190,27 +190,10 @@ def _e_CreatableTopic_0(out, o):
     _write_string(out, o.name)
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     _write_array(out, o.assignments, False, _e_CreatableReplicaAssignment_0)
-    _write_array(out, o.configs, False, _e_CreateableTopicConfig_0)
+    _write_array(out, o.configs, False, _e_CreatableTopicConfig_0)
 
 
 def _d_CreateTopicsRequest_0(b, p):
-    o = _new(CreateTopicsRequest)
-    o.validate_only = False
-    o.topics, p = _read_array(b, p, 16, False, _d_CreatableTopic_0)
-    o.timeout_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_CreateTopicsRequest_0(out, chunks, o):
-    if not (o.validate_only == False):
-        raise ValueError("CreateTopicsRequest.validate_only is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.topics, False, _e_CreatableTopic_0)
-    out += _S_i.pack(o.timeout_ms)
-
-
-def _d_CreateTopicsRequest_1(b, p):
     o = _new(CreateTopicsRequest)
     o.topics, p = _read_array(b, p, 16, False, _d_CreatableTopic_0)
     o.timeout_ms, o.validate_only = _S_iz.unpack_from(b, p)
@@ -219,7 +202,7 @@ def _d_CreateTopicsRequest_1(b, p):
     return o, p
 
 
-def _e_CreateTopicsRequest_1(out, chunks, o):
+def _e_CreateTopicsRequest_0(out, chunks, o):
     _write_array(out, o.topics, False, _e_CreatableTopic_0)
     out += _S_iz.pack(o.timeout_ms, o.validate_only)
 
@@ -246,8 +229,8 @@ def _e_CreatableReplicaAssignment_1(out, o):
         out.append(0)
 
 
-def _d_CreateableTopicConfig_1(b, p):
-    o = _new(CreateableTopicConfig)
+def _d_CreatableTopicConfig_1(b, p):
+    o = _new(CreatableTopicConfig)
     o.name, p = _read_compact_string(b, p)
     o.value, p = _read_compact_nullable_string(b, p)
     if b[p]:
@@ -258,7 +241,7 @@ def _d_CreateableTopicConfig_1(b, p):
     return o, p
 
 
-def _e_CreateableTopicConfig_1(out, o):
+def _e_CreatableTopicConfig_1(out, o):
     _write_compact_string(out, o.name)
     _write_compact_nullable_string(out, o.value)
     if o.unknown_tagged_fields:
@@ -273,7 +256,7 @@ def _d_CreatableTopic_1(b, p):
     o.num_partitions, o.replication_factor = _S_ih.unpack_from(b, p)
     p += 6
     o.assignments, p = _read_compact_array(b, p, 6, False, _d_CreatableReplicaAssignment_1)
-    o.configs, p = _read_compact_array(b, p, 3, False, _d_CreateableTopicConfig_1)
+    o.configs, p = _read_compact_array(b, p, 3, False, _d_CreatableTopicConfig_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -286,14 +269,14 @@ def _e_CreatableTopic_1(out, o):
     _write_compact_string(out, o.name)
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     _write_compact_array(out, o.assignments, False, _e_CreatableReplicaAssignment_1)
-    _write_compact_array(out, o.configs, False, _e_CreateableTopicConfig_1)
+    _write_compact_array(out, o.configs, False, _e_CreatableTopicConfig_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_CreateTopicsRequest_2(b, p):
+def _d_CreateTopicsRequest_1(b, p):
     o = _new(CreateTopicsRequest)
     o.topics, p = _read_compact_array(b, p, 10, False, _d_CreatableTopic_1)
     o.timeout_ms, o.validate_only = _S_iz.unpack_from(b, p)
@@ -306,7 +289,7 @@ def _d_CreateTopicsRequest_2(b, p):
     return o, p
 
 
-def _e_CreateTopicsRequest_2(out, chunks, o):
+def _e_CreateTopicsRequest_1(out, chunks, o):
     _write_compact_array(out, o.topics, False, _e_CreatableTopic_1)
     out += _S_iz.pack(o.timeout_ms, o.validate_only)
     if o.unknown_tagged_fields:
@@ -334,7 +317,7 @@ def _isdef_CreatableReplicaAssignment(o):
     )
 
 
-def _isdef_CreateableTopicConfig(o):
+def _isdef_CreatableTopicConfig(o):
     return (
         o.name == ''
         and o.value == ''
@@ -342,5 +325,5 @@ def _isdef_CreateableTopicConfig(o):
     )
 
 
-CreateTopicsRequest._DECODERS = (_d_CreateTopicsRequest_0, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_2, _d_CreateTopicsRequest_2, _d_CreateTopicsRequest_2,)
-CreateTopicsRequest._ENCODERS = (_e_CreateTopicsRequest_0, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_2, _e_CreateTopicsRequest_2, _e_CreateTopicsRequest_2,)
+CreateTopicsRequest._DECODERS = (_d_CreateTopicsRequest_0, _d_CreateTopicsRequest_0, _d_CreateTopicsRequest_0, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_1, _d_CreateTopicsRequest_1,)
+CreateTopicsRequest._ENCODERS = (_e_CreateTopicsRequest_0, _e_CreateTopicsRequest_0, _e_CreateTopicsRequest_0, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_1, _e_CreateTopicsRequest_1,)

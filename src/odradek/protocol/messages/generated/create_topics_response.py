@@ -120,7 +120,7 @@ class CreateTopicsResponse(_Message):
     NAME = 'CreateTopicsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 19
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 7
     FLEXIBLE_MIN = 5
     HAS_RECORDS = False
@@ -145,38 +145,6 @@ CreatableTopicConfigs.__qualname__ = 'CreateTopicsResponse.CreatableTopicConfigs
 def _d_CreatableTopicResult_0(b, p):
     o = _new(CreatableTopicResult)
     o.topic_id = _ZERO_UUID
-    o.error_message = ''
-    o.topic_config_error_code = 0
-    o.num_partitions = -1
-    o.replication_factor = -1
-    o.configs = []
-    o.name, p = _read_string(b, p)
-    o.error_code, = _S_h.unpack_from(b, p)
-    p += 2
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_CreatableTopicResult_0(out, o):
-    _write_string(out, o.name)
-    out += _S_h.pack(o.error_code)
-
-
-def _d_CreateTopicsResponse_0(b, p):
-    o = _new(CreateTopicsResponse)
-    o.throttle_time_ms = 0
-    o.topics, p = _read_array(b, p, 4, False, _d_CreatableTopicResult_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_CreateTopicsResponse_0(out, chunks, o):
-    _write_array(out, o.topics, False, _e_CreatableTopicResult_0)
-
-
-def _d_CreatableTopicResult_1(b, p):
-    o = _new(CreatableTopicResult)
-    o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
     o.num_partitions = -1
     o.replication_factor = -1
@@ -189,36 +157,24 @@ def _d_CreatableTopicResult_1(b, p):
     return o, p
 
 
-def _e_CreatableTopicResult_1(out, o):
+def _e_CreatableTopicResult_0(out, o):
     _write_string(out, o.name)
     out += _S_h.pack(o.error_code)
     _write_nullable_string(out, o.error_message)
 
 
-def _d_CreateTopicsResponse_1(b, p):
-    o = _new(CreateTopicsResponse)
-    o.throttle_time_ms = 0
-    o.topics, p = _read_array(b, p, 6, False, _d_CreatableTopicResult_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_CreateTopicsResponse_1(out, chunks, o):
-    _write_array(out, o.topics, False, _e_CreatableTopicResult_1)
-
-
-def _d_CreateTopicsResponse_2(b, p):
+def _d_CreateTopicsResponse_0(b, p):
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.topics, p = _read_array(b, p, 6, False, _d_CreatableTopicResult_1)
+    o.topics, p = _read_array(b, p, 6, False, _d_CreatableTopicResult_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_CreateTopicsResponse_2(out, chunks, o):
+def _e_CreateTopicsResponse_0(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_array(out, o.topics, False, _e_CreatableTopicResult_1)
+    _write_array(out, o.topics, False, _e_CreatableTopicResult_0)
 
 
 def _d_CreatableTopicConfigs_0(b, p):
@@ -245,7 +201,7 @@ def _e_CreatableTopicConfigs_0(out, o):
         out.append(0)
 
 
-def _d_CreatableTopicResult_2(b, p):
+def _d_CreatableTopicResult_1(b, p):
     o = _new(CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
@@ -277,7 +233,7 @@ def _d_CreatableTopicResult_2(b, p):
     return o, p
 
 
-def _e_CreatableTopicResult_2(out, o):
+def _e_CreatableTopicResult_1(out, o):
     _write_compact_string(out, o.name)
     out += _S_h.pack(o.error_code)
     _write_compact_nullable_string(out, o.error_message)
@@ -292,11 +248,11 @@ def _e_CreatableTopicResult_2(out, o):
         out.append(0)
 
 
-def _d_CreateTopicsResponse_3(b, p):
+def _d_CreateTopicsResponse_1(b, p):
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.topics, p = _read_compact_array(b, p, 12, False, _d_CreatableTopicResult_2)
+    o.topics, p = _read_compact_array(b, p, 12, False, _d_CreatableTopicResult_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -305,16 +261,16 @@ def _d_CreateTopicsResponse_3(b, p):
     return o, p
 
 
-def _e_CreateTopicsResponse_3(out, chunks, o):
+def _e_CreateTopicsResponse_1(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.topics, False, _e_CreatableTopicResult_2)
+    _write_compact_array(out, o.topics, False, _e_CreatableTopicResult_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_CreatableTopicResult_3(b, p):
+def _d_CreatableTopicResult_2(b, p):
     o = _new(CreatableTopicResult)
     o.topic_config_error_code = 0
     o.name, p = _read_compact_string(b, p)
@@ -346,7 +302,7 @@ def _d_CreatableTopicResult_3(b, p):
     return o, p
 
 
-def _e_CreatableTopicResult_3(out, o):
+def _e_CreatableTopicResult_2(out, o):
     _write_compact_string(out, o.name)
     out += _S_Uh.pack(o.topic_id.bytes, o.error_code)
     _write_compact_nullable_string(out, o.error_message)
@@ -361,11 +317,11 @@ def _e_CreatableTopicResult_3(out, o):
         out.append(0)
 
 
-def _d_CreateTopicsResponse_4(b, p):
+def _d_CreateTopicsResponse_2(b, p):
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.topics, p = _read_compact_array(b, p, 28, False, _d_CreatableTopicResult_3)
+    o.topics, p = _read_compact_array(b, p, 28, False, _d_CreatableTopicResult_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -374,9 +330,9 @@ def _d_CreateTopicsResponse_4(b, p):
     return o, p
 
 
-def _e_CreateTopicsResponse_4(out, chunks, o):
+def _e_CreateTopicsResponse_2(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.topics, False, _e_CreatableTopicResult_3)
+    _write_compact_array(out, o.topics, False, _e_CreatableTopicResult_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -408,5 +364,5 @@ def _isdef_CreatableTopicConfigs(o):
     )
 
 
-CreateTopicsResponse._DECODERS = (_d_CreateTopicsResponse_0, _d_CreateTopicsResponse_1, _d_CreateTopicsResponse_2, _d_CreateTopicsResponse_2, _d_CreateTopicsResponse_2, _d_CreateTopicsResponse_3, _d_CreateTopicsResponse_3, _d_CreateTopicsResponse_4,)
-CreateTopicsResponse._ENCODERS = (_e_CreateTopicsResponse_0, _e_CreateTopicsResponse_1, _e_CreateTopicsResponse_2, _e_CreateTopicsResponse_2, _e_CreateTopicsResponse_2, _e_CreateTopicsResponse_3, _e_CreateTopicsResponse_3, _e_CreateTopicsResponse_4,)
+CreateTopicsResponse._DECODERS = (_d_CreateTopicsResponse_0, _d_CreateTopicsResponse_0, _d_CreateTopicsResponse_0, _d_CreateTopicsResponse_1, _d_CreateTopicsResponse_1, _d_CreateTopicsResponse_2,)
+CreateTopicsResponse._ENCODERS = (_e_CreateTopicsResponse_0, _e_CreateTopicsResponse_0, _e_CreateTopicsResponse_0, _e_CreateTopicsResponse_1, _e_CreateTopicsResponse_1, _e_CreateTopicsResponse_2,)

@@ -92,7 +92,7 @@ class DeleteAclsRequest(_Message):
     NAME = 'DeleteAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 31
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -112,41 +112,6 @@ DeleteAclsFilter.__qualname__ = 'DeleteAclsRequest.DeleteAclsFilter'
 
 def _d_DeleteAclsFilter_0(b, p):
     o = _new(DeleteAclsFilter)
-    o.pattern_type_filter = 3
-    o.resource_type_filter, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name_filter, p = _read_nullable_string(b, p)
-    o.principal_filter, p = _read_nullable_string(b, p)
-    o.host_filter, p = _read_nullable_string(b, p)
-    o.operation, o.permission_type = _S_bb.unpack_from(b, p)
-    p += 2
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteAclsFilter_0(out, o):
-    if not (o.pattern_type_filter == 3):
-        raise ValueError("DeleteAclsFilter.pattern_type_filter is not in this version and not ignorable, but holds a non-default value")
-    out += _S_b.pack(o.resource_type_filter)
-    _write_nullable_string(out, o.resource_name_filter)
-    _write_nullable_string(out, o.principal_filter)
-    _write_nullable_string(out, o.host_filter)
-    out += _S_bb.pack(o.operation, o.permission_type)
-
-
-def _d_DeleteAclsRequest_0(b, p):
-    o = _new(DeleteAclsRequest)
-    o.filters, p = _read_array(b, p, 9, False, _d_DeleteAclsFilter_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteAclsRequest_0(out, chunks, o):
-    _write_array(out, o.filters, False, _e_DeleteAclsFilter_0)
-
-
-def _d_DeleteAclsFilter_1(b, p):
-    o = _new(DeleteAclsFilter)
     o.resource_type_filter, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name_filter, p = _read_nullable_string(b, p)
@@ -160,7 +125,7 @@ def _d_DeleteAclsFilter_1(b, p):
     return o, p
 
 
-def _e_DeleteAclsFilter_1(out, o):
+def _e_DeleteAclsFilter_0(out, o):
     out += _S_b.pack(o.resource_type_filter)
     _write_nullable_string(out, o.resource_name_filter)
     out += _S_b.pack(o.pattern_type_filter)
@@ -169,18 +134,18 @@ def _e_DeleteAclsFilter_1(out, o):
     out += _S_bb.pack(o.operation, o.permission_type)
 
 
-def _d_DeleteAclsRequest_1(b, p):
+def _d_DeleteAclsRequest_0(b, p):
     o = _new(DeleteAclsRequest)
-    o.filters, p = _read_array(b, p, 10, False, _d_DeleteAclsFilter_1)
+    o.filters, p = _read_array(b, p, 10, False, _d_DeleteAclsFilter_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_DeleteAclsRequest_1(out, chunks, o):
-    _write_array(out, o.filters, False, _e_DeleteAclsFilter_1)
+def _e_DeleteAclsRequest_0(out, chunks, o):
+    _write_array(out, o.filters, False, _e_DeleteAclsFilter_0)
 
 
-def _d_DeleteAclsFilter_2(b, p):
+def _d_DeleteAclsFilter_1(b, p):
     o = _new(DeleteAclsFilter)
     o.resource_type_filter, = _S_b.unpack_from(b, p)
     p += 1
@@ -199,7 +164,7 @@ def _d_DeleteAclsFilter_2(b, p):
     return o, p
 
 
-def _e_DeleteAclsFilter_2(out, o):
+def _e_DeleteAclsFilter_1(out, o):
     out += _S_b.pack(o.resource_type_filter)
     _write_compact_nullable_string(out, o.resource_name_filter)
     out += _S_b.pack(o.pattern_type_filter)
@@ -212,9 +177,9 @@ def _e_DeleteAclsFilter_2(out, o):
         out.append(0)
 
 
-def _d_DeleteAclsRequest_2(b, p):
+def _d_DeleteAclsRequest_1(b, p):
     o = _new(DeleteAclsRequest)
-    o.filters, p = _read_compact_array(b, p, 8, False, _d_DeleteAclsFilter_2)
+    o.filters, p = _read_compact_array(b, p, 8, False, _d_DeleteAclsFilter_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -223,8 +188,8 @@ def _d_DeleteAclsRequest_2(b, p):
     return o, p
 
 
-def _e_DeleteAclsRequest_2(out, chunks, o):
-    _write_compact_array(out, o.filters, False, _e_DeleteAclsFilter_2)
+def _e_DeleteAclsRequest_1(out, chunks, o):
+    _write_compact_array(out, o.filters, False, _e_DeleteAclsFilter_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -244,5 +209,5 @@ def _isdef_DeleteAclsFilter(o):
     )
 
 
-DeleteAclsRequest._DECODERS = (_d_DeleteAclsRequest_0, _d_DeleteAclsRequest_1, _d_DeleteAclsRequest_2, _d_DeleteAclsRequest_2,)
-DeleteAclsRequest._ENCODERS = (_e_DeleteAclsRequest_0, _e_DeleteAclsRequest_1, _e_DeleteAclsRequest_2, _e_DeleteAclsRequest_2,)
+DeleteAclsRequest._DECODERS = (_d_DeleteAclsRequest_0, _d_DeleteAclsRequest_1, _d_DeleteAclsRequest_1,)
+DeleteAclsRequest._ENCODERS = (_e_DeleteAclsRequest_0, _e_DeleteAclsRequest_1, _e_DeleteAclsRequest_1,)

@@ -116,7 +116,7 @@ class DeleteAclsResponse(_Message):
     NAME = 'DeleteAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 31
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -140,13 +140,14 @@ DeleteAclsMatchingAcl.__qualname__ = 'DeleteAclsResponse.DeleteAclsMatchingAcl'
 
 def _d_DeleteAclsMatchingAcl_0(b, p):
     o = _new(DeleteAclsMatchingAcl)
-    o.pattern_type = 3
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.error_message, p = _read_nullable_string(b, p)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_string(b, p)
+    o.pattern_type, = _S_b.unpack_from(b, p)
+    p += 1
     o.principal, p = _read_string(b, p)
     o.host, p = _read_string(b, p)
     o.operation, o.permission_type = _S_bb.unpack_from(b, p)
@@ -156,12 +157,11 @@ def _d_DeleteAclsMatchingAcl_0(b, p):
 
 
 def _e_DeleteAclsMatchingAcl_0(out, o):
-    if not (o.pattern_type == 3):
-        raise ValueError("DeleteAclsMatchingAcl.pattern_type is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_nullable_string(out, o.error_message)
     out += _S_b.pack(o.resource_type)
     _write_string(out, o.resource_name)
+    out += _S_b.pack(o.pattern_type)
     _write_string(out, o.principal)
     _write_string(out, o.host)
     out += _S_bb.pack(o.operation, o.permission_type)
@@ -172,7 +172,7 @@ def _d_DeleteAclsFilterResult_0(b, p):
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.error_message, p = _read_nullable_string(b, p)
-    o.matching_acls, p = _read_array(b, p, 13, False, _d_DeleteAclsMatchingAcl_0)
+    o.matching_acls, p = _read_array(b, p, 14, False, _d_DeleteAclsMatchingAcl_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -201,65 +201,6 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
     o = _new(DeleteAclsMatchingAcl)
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
-    o.error_message, p = _read_nullable_string(b, p)
-    o.resource_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name, p = _read_string(b, p)
-    o.pattern_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.principal, p = _read_string(b, p)
-    o.host, p = _read_string(b, p)
-    o.operation, o.permission_type = _S_bb.unpack_from(b, p)
-    p += 2
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteAclsMatchingAcl_1(out, o):
-    out += _S_h.pack(o.error_code)
-    _write_nullable_string(out, o.error_message)
-    out += _S_b.pack(o.resource_type)
-    _write_string(out, o.resource_name)
-    out += _S_b.pack(o.pattern_type)
-    _write_string(out, o.principal)
-    _write_string(out, o.host)
-    out += _S_bb.pack(o.operation, o.permission_type)
-
-
-def _d_DeleteAclsFilterResult_1(b, p):
-    o = _new(DeleteAclsFilterResult)
-    o.error_code, = _S_h.unpack_from(b, p)
-    p += 2
-    o.error_message, p = _read_nullable_string(b, p)
-    o.matching_acls, p = _read_array(b, p, 14, False, _d_DeleteAclsMatchingAcl_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteAclsFilterResult_1(out, o):
-    out += _S_h.pack(o.error_code)
-    _write_nullable_string(out, o.error_message)
-    _write_array(out, o.matching_acls, False, _e_DeleteAclsMatchingAcl_1)
-
-
-def _d_DeleteAclsResponse_1(b, p):
-    o = _new(DeleteAclsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.filter_results, p = _read_array(b, p, 8, False, _d_DeleteAclsFilterResult_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteAclsResponse_1(out, chunks, o):
-    out += _S_i.pack(o.throttle_time_ms)
-    _write_array(out, o.filter_results, False, _e_DeleteAclsFilterResult_1)
-
-
-def _d_DeleteAclsMatchingAcl_2(b, p):
-    o = _new(DeleteAclsMatchingAcl)
-    o.error_code, = _S_h.unpack_from(b, p)
-    p += 2
     o.error_message, p = _read_compact_nullable_string(b, p)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
@@ -278,7 +219,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
     return o, p
 
 
-def _e_DeleteAclsMatchingAcl_2(out, o):
+def _e_DeleteAclsMatchingAcl_1(out, o):
     out += _S_h.pack(o.error_code)
     _write_compact_nullable_string(out, o.error_message)
     out += _S_b.pack(o.resource_type)
@@ -293,12 +234,12 @@ def _e_DeleteAclsMatchingAcl_2(out, o):
         out.append(0)
 
 
-def _d_DeleteAclsFilterResult_2(b, p):
+def _d_DeleteAclsFilterResult_1(b, p):
     o = _new(DeleteAclsFilterResult)
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.error_message, p = _read_compact_nullable_string(b, p)
-    o.matching_acls, p = _read_compact_array(b, p, 11, False, _d_DeleteAclsMatchingAcl_2)
+    o.matching_acls, p = _read_compact_array(b, p, 11, False, _d_DeleteAclsMatchingAcl_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -307,21 +248,21 @@ def _d_DeleteAclsFilterResult_2(b, p):
     return o, p
 
 
-def _e_DeleteAclsFilterResult_2(out, o):
+def _e_DeleteAclsFilterResult_1(out, o):
     out += _S_h.pack(o.error_code)
     _write_compact_nullable_string(out, o.error_message)
-    _write_compact_array(out, o.matching_acls, False, _e_DeleteAclsMatchingAcl_2)
+    _write_compact_array(out, o.matching_acls, False, _e_DeleteAclsMatchingAcl_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_DeleteAclsResponse_2(b, p):
+def _d_DeleteAclsResponse_1(b, p):
     o = _new(DeleteAclsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.filter_results, p = _read_compact_array(b, p, 5, False, _d_DeleteAclsFilterResult_2)
+    o.filter_results, p = _read_compact_array(b, p, 5, False, _d_DeleteAclsFilterResult_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -330,9 +271,9 @@ def _d_DeleteAclsResponse_2(b, p):
     return o, p
 
 
-def _e_DeleteAclsResponse_2(out, chunks, o):
+def _e_DeleteAclsResponse_1(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.filter_results, False, _e_DeleteAclsFilterResult_2)
+    _write_compact_array(out, o.filter_results, False, _e_DeleteAclsFilterResult_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -363,5 +304,5 @@ def _isdef_DeleteAclsMatchingAcl(o):
     )
 
 
-DeleteAclsResponse._DECODERS = (_d_DeleteAclsResponse_0, _d_DeleteAclsResponse_1, _d_DeleteAclsResponse_2, _d_DeleteAclsResponse_2,)
-DeleteAclsResponse._ENCODERS = (_e_DeleteAclsResponse_0, _e_DeleteAclsResponse_1, _e_DeleteAclsResponse_2, _e_DeleteAclsResponse_2,)
+DeleteAclsResponse._DECODERS = (_d_DeleteAclsResponse_0, _d_DeleteAclsResponse_1, _d_DeleteAclsResponse_1,)
+DeleteAclsResponse._ENCODERS = (_e_DeleteAclsResponse_0, _e_DeleteAclsResponse_1, _e_DeleteAclsResponse_1,)

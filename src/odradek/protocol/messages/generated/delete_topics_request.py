@@ -82,7 +82,7 @@ class DeleteTopicsRequest(_Message):
     NAME = 'DeleteTopicsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 20
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 6
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -200,5 +200,5 @@ def _isdef_DeleteTopicState(o):
     )
 
 
-DeleteTopicsRequest._DECODERS = (_d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_2,)
-DeleteTopicsRequest._ENCODERS = (_e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_1, _e_DeleteTopicsRequest_1, _e_DeleteTopicsRequest_2,)
+DeleteTopicsRequest._DECODERS = (_d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_0, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_1, _d_DeleteTopicsRequest_2,)
+DeleteTopicsRequest._ENCODERS = (_e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_0, _e_DeleteTopicsRequest_1, _e_DeleteTopicsRequest_1, _e_DeleteTopicsRequest_2,)

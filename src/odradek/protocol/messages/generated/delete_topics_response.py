@@ -87,7 +87,7 @@ class DeleteTopicsResponse(_Message):
     NAME = 'DeleteTopicsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 20
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 6
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -125,18 +125,6 @@ def _e_DeletableTopicResult_0(out, o):
 
 def _d_DeleteTopicsResponse_0(b, p):
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms = 0
-    o.responses, p = _read_array(b, p, 4, False, _d_DeletableTopicResult_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DeleteTopicsResponse_0(out, chunks, o):
-    _write_array(out, o.responses, False, _e_DeletableTopicResult_0)
-
-
-def _d_DeleteTopicsResponse_1(b, p):
-    o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.responses, p = _read_array(b, p, 4, False, _d_DeletableTopicResult_0)
@@ -144,7 +132,7 @@ def _d_DeleteTopicsResponse_1(b, p):
     return o, p
 
 
-def _e_DeleteTopicsResponse_1(out, chunks, o):
+def _e_DeleteTopicsResponse_0(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
     _write_array(out, o.responses, False, _e_DeletableTopicResult_0)
 
@@ -173,7 +161,7 @@ def _e_DeletableTopicResult_1(out, o):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_2(b, p):
+def _d_DeleteTopicsResponse_1(b, p):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
@@ -186,7 +174,7 @@ def _d_DeleteTopicsResponse_2(b, p):
     return o, p
 
 
-def _e_DeleteTopicsResponse_2(out, chunks, o):
+def _e_DeleteTopicsResponse_1(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
     _write_compact_array(out, o.responses, False, _e_DeletableTopicResult_1)
     if o.unknown_tagged_fields:
@@ -220,7 +208,7 @@ def _e_DeletableTopicResult_2(out, o):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_3(b, p):
+def _d_DeleteTopicsResponse_2(b, p):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
@@ -233,7 +221,7 @@ def _d_DeleteTopicsResponse_3(b, p):
     return o, p
 
 
-def _e_DeleteTopicsResponse_3(out, chunks, o):
+def _e_DeleteTopicsResponse_2(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
     _write_compact_array(out, o.responses, False, _e_DeletableTopicResult_2)
     if o.unknown_tagged_fields:
@@ -267,7 +255,7 @@ def _e_DeletableTopicResult_3(out, o):
         out.append(0)
 
 
-def _d_DeleteTopicsResponse_4(b, p):
+def _d_DeleteTopicsResponse_3(b, p):
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
@@ -280,7 +268,7 @@ def _d_DeleteTopicsResponse_4(b, p):
     return o, p
 
 
-def _e_DeleteTopicsResponse_4(out, chunks, o):
+def _e_DeleteTopicsResponse_3(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
     _write_compact_array(out, o.responses, False, _e_DeletableTopicResult_3)
     if o.unknown_tagged_fields:
@@ -299,5 +287,5 @@ def _isdef_DeletableTopicResult(o):
     )
 
 
-DeleteTopicsResponse._DECODERS = (_d_DeleteTopicsResponse_0, _d_DeleteTopicsResponse_1, _d_DeleteTopicsResponse_1, _d_DeleteTopicsResponse_1, _d_DeleteTopicsResponse_2, _d_DeleteTopicsResponse_3, _d_DeleteTopicsResponse_4,)
-DeleteTopicsResponse._ENCODERS = (_e_DeleteTopicsResponse_0, _e_DeleteTopicsResponse_1, _e_DeleteTopicsResponse_1, _e_DeleteTopicsResponse_1, _e_DeleteTopicsResponse_2, _e_DeleteTopicsResponse_3, _e_DeleteTopicsResponse_4,)
+DeleteTopicsResponse._DECODERS = (_d_DeleteTopicsResponse_0, _d_DeleteTopicsResponse_0, _d_DeleteTopicsResponse_0, _d_DeleteTopicsResponse_1, _d_DeleteTopicsResponse_2, _d_DeleteTopicsResponse_3,)
+DeleteTopicsResponse._ENCODERS = (_e_DeleteTopicsResponse_0, _e_DeleteTopicsResponse_0, _e_DeleteTopicsResponse_0, _e_DeleteTopicsResponse_1, _e_DeleteTopicsResponse_2, _e_DeleteTopicsResponse_3,)

@@ -66,7 +66,7 @@ class DescribeAclsRequest(_Message):
     NAME = 'DescribeAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 29
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -96,30 +96,6 @@ class DescribeAclsRequest(_Message):
 
 def _d_DescribeAclsRequest_0(b, p):
     o = _new(DescribeAclsRequest)
-    o.pattern_type_filter = 3
-    o.resource_type_filter, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name_filter, p = _read_nullable_string(b, p)
-    o.principal_filter, p = _read_nullable_string(b, p)
-    o.host_filter, p = _read_nullable_string(b, p)
-    o.operation, o.permission_type = _S_bb.unpack_from(b, p)
-    p += 2
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeAclsRequest_0(out, chunks, o):
-    if not (o.pattern_type_filter == 3):
-        raise ValueError("DescribeAclsRequest.pattern_type_filter is not in this version and not ignorable, but holds a non-default value")
-    out += _S_b.pack(o.resource_type_filter)
-    _write_nullable_string(out, o.resource_name_filter)
-    _write_nullable_string(out, o.principal_filter)
-    _write_nullable_string(out, o.host_filter)
-    out += _S_bb.pack(o.operation, o.permission_type)
-
-
-def _d_DescribeAclsRequest_1(b, p):
-    o = _new(DescribeAclsRequest)
     o.resource_type_filter, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name_filter, p = _read_nullable_string(b, p)
@@ -133,7 +109,7 @@ def _d_DescribeAclsRequest_1(b, p):
     return o, p
 
 
-def _e_DescribeAclsRequest_1(out, chunks, o):
+def _e_DescribeAclsRequest_0(out, chunks, o):
     out += _S_b.pack(o.resource_type_filter)
     _write_nullable_string(out, o.resource_name_filter)
     out += _S_b.pack(o.pattern_type_filter)
@@ -142,7 +118,7 @@ def _e_DescribeAclsRequest_1(out, chunks, o):
     out += _S_bb.pack(o.operation, o.permission_type)
 
 
-def _d_DescribeAclsRequest_2(b, p):
+def _d_DescribeAclsRequest_1(b, p):
     o = _new(DescribeAclsRequest)
     o.resource_type_filter, = _S_b.unpack_from(b, p)
     p += 1
@@ -161,7 +137,7 @@ def _d_DescribeAclsRequest_2(b, p):
     return o, p
 
 
-def _e_DescribeAclsRequest_2(out, chunks, o):
+def _e_DescribeAclsRequest_1(out, chunks, o):
     out += _S_b.pack(o.resource_type_filter)
     _write_compact_nullable_string(out, o.resource_name_filter)
     out += _S_b.pack(o.pattern_type_filter)
@@ -174,5 +150,5 @@ def _e_DescribeAclsRequest_2(out, chunks, o):
         out.append(0)
 
 
-DescribeAclsRequest._DECODERS = (_d_DescribeAclsRequest_0, _d_DescribeAclsRequest_1, _d_DescribeAclsRequest_2, _d_DescribeAclsRequest_2,)
-DescribeAclsRequest._ENCODERS = (_e_DescribeAclsRequest_0, _e_DescribeAclsRequest_1, _e_DescribeAclsRequest_2, _e_DescribeAclsRequest_2,)
+DescribeAclsRequest._DECODERS = (_d_DescribeAclsRequest_0, _d_DescribeAclsRequest_1, _d_DescribeAclsRequest_1,)
+DescribeAclsRequest._ENCODERS = (_e_DescribeAclsRequest_0, _e_DescribeAclsRequest_1, _e_DescribeAclsRequest_1,)

@@ -107,7 +107,7 @@ class DescribeAclsResponse(_Message):
     NAME = 'DescribeAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 29
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -151,41 +151,6 @@ def _e_AclDescription_0(out, o):
 
 def _d_DescribeAclsResource_0(b, p):
     o = _new(DescribeAclsResource)
-    o.pattern_type = 3
-    o.resource_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name, p = _read_string(b, p)
-    o.acls, p = _read_array(b, p, 6, False, _d_AclDescription_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeAclsResource_0(out, o):
-    if not (o.pattern_type == 3):
-        raise ValueError("DescribeAclsResource.pattern_type is not in this version and not ignorable, but holds a non-default value")
-    out += _S_b.pack(o.resource_type)
-    _write_string(out, o.resource_name)
-    _write_array(out, o.acls, False, _e_AclDescription_0)
-
-
-def _d_DescribeAclsResponse_0(b, p):
-    o = _new(DescribeAclsResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
-    p += 6
-    o.error_message, p = _read_nullable_string(b, p)
-    o.resources, p = _read_array(b, p, 7, False, _d_DescribeAclsResource_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeAclsResponse_0(out, chunks, o):
-    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
-    _write_nullable_string(out, o.error_message)
-    _write_array(out, o.resources, False, _e_DescribeAclsResource_0)
-
-
-def _d_DescribeAclsResource_1(b, p):
-    o = _new(DescribeAclsResource)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_string(b, p)
@@ -196,27 +161,27 @@ def _d_DescribeAclsResource_1(b, p):
     return o, p
 
 
-def _e_DescribeAclsResource_1(out, o):
+def _e_DescribeAclsResource_0(out, o):
     out += _S_b.pack(o.resource_type)
     _write_string(out, o.resource_name)
     out += _S_b.pack(o.pattern_type)
     _write_array(out, o.acls, False, _e_AclDescription_0)
 
 
-def _d_DescribeAclsResponse_1(b, p):
+def _d_DescribeAclsResponse_0(b, p):
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
     o.error_message, p = _read_nullable_string(b, p)
-    o.resources, p = _read_array(b, p, 8, False, _d_DescribeAclsResource_1)
+    o.resources, p = _read_array(b, p, 8, False, _d_DescribeAclsResource_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_DescribeAclsResponse_1(out, chunks, o):
+def _e_DescribeAclsResponse_0(out, chunks, o):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _write_nullable_string(out, o.error_message)
-    _write_array(out, o.resources, False, _e_DescribeAclsResource_1)
+    _write_array(out, o.resources, False, _e_DescribeAclsResource_0)
 
 
 def _d_AclDescription_1(b, p):
@@ -243,7 +208,7 @@ def _e_AclDescription_1(out, o):
         out.append(0)
 
 
-def _d_DescribeAclsResource_2(b, p):
+def _d_DescribeAclsResource_1(b, p):
     o = _new(DescribeAclsResource)
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
@@ -259,7 +224,7 @@ def _d_DescribeAclsResource_2(b, p):
     return o, p
 
 
-def _e_DescribeAclsResource_2(out, o):
+def _e_DescribeAclsResource_1(out, o):
     out += _S_b.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
     out += _S_b.pack(o.pattern_type)
@@ -270,12 +235,12 @@ def _e_DescribeAclsResource_2(out, o):
         out.append(0)
 
 
-def _d_DescribeAclsResponse_2(b, p):
+def _d_DescribeAclsResponse_1(b, p):
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
     o.error_message, p = _read_compact_nullable_string(b, p)
-    o.resources, p = _read_compact_array(b, p, 5, False, _d_DescribeAclsResource_2)
+    o.resources, p = _read_compact_array(b, p, 5, False, _d_DescribeAclsResource_1)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -284,10 +249,10 @@ def _d_DescribeAclsResponse_2(b, p):
     return o, p
 
 
-def _e_DescribeAclsResponse_2(out, chunks, o):
+def _e_DescribeAclsResponse_1(out, chunks, o):
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _write_compact_nullable_string(out, o.error_message)
-    _write_compact_array(out, o.resources, False, _e_DescribeAclsResource_2)
+    _write_compact_array(out, o.resources, False, _e_DescribeAclsResource_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -314,5 +279,5 @@ def _isdef_AclDescription(o):
     )
 
 
-DescribeAclsResponse._DECODERS = (_d_DescribeAclsResponse_0, _d_DescribeAclsResponse_1, _d_DescribeAclsResponse_2, _d_DescribeAclsResponse_2,)
-DescribeAclsResponse._ENCODERS = (_e_DescribeAclsResponse_0, _e_DescribeAclsResponse_1, _e_DescribeAclsResponse_2, _e_DescribeAclsResponse_2,)
+DescribeAclsResponse._DECODERS = (_d_DescribeAclsResponse_0, _d_DescribeAclsResponse_1, _d_DescribeAclsResponse_1,)
+DescribeAclsResponse._ENCODERS = (_e_DescribeAclsResponse_0, _e_DescribeAclsResponse_1, _e_DescribeAclsResponse_1,)

@@ -56,18 +56,19 @@ _new = object.__new__
 
 _S_z = _StructFormat('>?')
 _S_zb = _StructFormat('>?b')
+_S_zbz = _StructFormat('>?b?')
 
 
 class DescribeClusterRequest(_Message):
     """DescribeClusterRequest (request, from messages/DescribeClusterRequest.json)."""
 
-    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'unknown_tagged_fields')
-    _FIELDS = ('include_cluster_authorized_operations', 'endpoint_type')
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', 'unknown_tagged_fields')
+    _FIELDS = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
     NAME = 'DescribeClusterRequest'
     SPEC_TYPE = 'request'
     API_KEY = 60
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
 
@@ -76,10 +77,12 @@ class DescribeClusterRequest(_Message):
         *,
         include_cluster_authorized_operations: bool = False,
         endpoint_type: int = 1,
+        include_fenced_brokers: bool = False,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -87,6 +90,7 @@ class DescribeClusterRequest(_Message):
 def _d_DescribeClusterRequest_0(b, p):
     o = _new(DescribeClusterRequest)
     o.endpoint_type = 1
+    o.include_fenced_brokers = False
     o.include_cluster_authorized_operations, = _S_z.unpack_from(b, p)
     p += 1
     if b[p]:
@@ -100,6 +104,8 @@ def _d_DescribeClusterRequest_0(b, p):
 def _e_DescribeClusterRequest_0(out, chunks, o):
     if not (o.endpoint_type == 1):
         raise ValueError("DescribeClusterRequest.endpoint_type is not in this version and not ignorable, but holds a non-default value")
+    if not (o.include_fenced_brokers == False):
+        raise ValueError("DescribeClusterRequest.include_fenced_brokers is not in this version and not ignorable, but holds a non-default value")
     out += _S_z.pack(o.include_cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -109,6 +115,7 @@ def _e_DescribeClusterRequest_0(out, chunks, o):
 
 def _d_DescribeClusterRequest_1(b, p):
     o = _new(DescribeClusterRequest)
+    o.include_fenced_brokers = False
     o.include_cluster_authorized_operations, o.endpoint_type = _S_zb.unpack_from(b, p)
     p += 2
     if b[p]:
@@ -120,6 +127,8 @@ def _d_DescribeClusterRequest_1(b, p):
 
 
 def _e_DescribeClusterRequest_1(out, chunks, o):
+    if not (o.include_fenced_brokers == False):
+        raise ValueError("DescribeClusterRequest.include_fenced_brokers is not in this version and not ignorable, but holds a non-default value")
     out += _S_zb.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -127,5 +136,25 @@ def _e_DescribeClusterRequest_1(out, chunks, o):
         out.append(0)
 
 
-DescribeClusterRequest._DECODERS = (_d_DescribeClusterRequest_0, _d_DescribeClusterRequest_1,)
-DescribeClusterRequest._ENCODERS = (_e_DescribeClusterRequest_0, _e_DescribeClusterRequest_1,)
+def _d_DescribeClusterRequest_2(b, p):
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers = _S_zbz.unpack_from(b, p)
+    p += 3
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribeClusterRequest_2(out, chunks, o):
+    out += _S_zbz.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+DescribeClusterRequest._DECODERS = (_d_DescribeClusterRequest_0, _d_DescribeClusterRequest_1, _d_DescribeClusterRequest_2,)
+DescribeClusterRequest._ENCODERS = (_e_DescribeClusterRequest_0, _e_DescribeClusterRequest_1, _e_DescribeClusterRequest_2,)

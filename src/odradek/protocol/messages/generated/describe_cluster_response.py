@@ -57,11 +57,12 @@ _new = object.__new__
 _S_b = _StructFormat('>b')
 _S_i = _StructFormat('>i')
 _S_ih = _StructFormat('>ih')
+_S_z = _StructFormat('>?')
 
 
 class DescribeClusterBroker(_Struct):
-    __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
-    _FIELDS = ('broker_id', 'host', 'port', 'rack')
+    __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced', 'unknown_tagged_fields')
+    _FIELDS = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
 
     def __init__(
         self,
@@ -70,12 +71,14 @@ class DescribeClusterBroker(_Struct):
         host: str = '',
         port: int = 0,
         rack: str | None = None,
+        is_fenced: bool = False,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
         self.rack = rack
+        self.is_fenced = is_fenced
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -88,7 +91,7 @@ class DescribeClusterResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 60
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     DescribeClusterBroker = DescribeClusterBroker
@@ -121,6 +124,7 @@ DescribeClusterBroker.__qualname__ = 'DescribeClusterResponse.DescribeClusterBro
 
 def _d_DescribeClusterBroker_0(b, p):
     o = _new(DescribeClusterBroker)
+    o.is_fenced = False
     o.broker_id, = _S_i.unpack_from(b, p)
     p += 4
     o.host, p = _read_compact_string(b, p)
@@ -136,6 +140,8 @@ def _d_DescribeClusterBroker_0(b, p):
 
 
 def _e_DescribeClusterBroker_0(out, o):
+    if not (o.is_fenced == False):
+        raise ValueError("DescribeClusterBroker.is_fenced is not in this version and not ignorable, but holds a non-default value")
     out += _S_i.pack(o.broker_id)
     _write_compact_string(out, o.host)
     out += _S_i.pack(o.port)
@@ -216,15 +222,81 @@ def _e_DescribeClusterResponse_1(out, chunks, o):
         out.append(0)
 
 
+def _d_DescribeClusterBroker_1(b, p):
+    o = _new(DescribeClusterBroker)
+    o.broker_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_i.unpack_from(b, p)
+    p += 4
+    o.rack, p = _read_compact_nullable_string(b, p)
+    o.is_fenced, = _S_z.unpack_from(b, p)
+    p += 1
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribeClusterBroker_1(out, o):
+    out += _S_i.pack(o.broker_id)
+    _write_compact_string(out, o.host)
+    out += _S_i.pack(o.port)
+    _write_compact_nullable_string(out, o.rack)
+    out += _S_z.pack(o.is_fenced)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_DescribeClusterResponse_2(b, p):
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
+    p += 6
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    o.endpoint_type, = _S_b.unpack_from(b, p)
+    p += 1
+    o.cluster_id, p = _read_compact_string(b, p)
+    o.controller_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.brokers, p = _read_compact_array(b, p, 12, False, _d_DescribeClusterBroker_1)
+    o.cluster_authorized_operations, = _S_i.unpack_from(b, p)
+    p += 4
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribeClusterResponse_2(out, chunks, o):
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    out += _S_b.pack(o.endpoint_type)
+    _write_compact_string(out, o.cluster_id)
+    out += _S_i.pack(o.controller_id)
+    _write_compact_array(out, o.brokers, False, _e_DescribeClusterBroker_1)
+    out += _S_i.pack(o.cluster_authorized_operations)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_DescribeClusterBroker(o):
     return (
         o.broker_id == 0
         and o.host == ''
         and o.port == 0
         and o.rack is None
+        and o.is_fenced == False
         and not o.unknown_tagged_fields
     )
 
 
-DescribeClusterResponse._DECODERS = (_d_DescribeClusterResponse_0, _d_DescribeClusterResponse_1,)
-DescribeClusterResponse._ENCODERS = (_e_DescribeClusterResponse_0, _e_DescribeClusterResponse_1,)
+DescribeClusterResponse._DECODERS = (_d_DescribeClusterResponse_0, _d_DescribeClusterResponse_1, _d_DescribeClusterResponse_2,)
+DescribeClusterResponse._ENCODERS = (_e_DescribeClusterResponse_0, _e_DescribeClusterResponse_1, _e_DescribeClusterResponse_2,)

@@ -85,7 +85,7 @@ class DescribeConfigsRequest(_Message):
     NAME = 'DescribeConfigsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 32
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 4
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -125,23 +125,6 @@ def _e_DescribeConfigsResource_0(out, o):
 
 def _d_DescribeConfigsRequest_0(b, p):
     o = _new(DescribeConfigsRequest)
-    o.include_synonyms = False
-    o.include_documentation = False
-    o.resources, p = _read_array(b, p, 7, False, _d_DescribeConfigsResource_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeConfigsRequest_0(out, chunks, o):
-    if not (o.include_synonyms == False):
-        raise ValueError("DescribeConfigsRequest.include_synonyms is not in this version and not ignorable, but holds a non-default value")
-    if not (o.include_documentation == False):
-        raise ValueError("DescribeConfigsRequest.include_documentation is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.resources, False, _e_DescribeConfigsResource_0)
-
-
-def _d_DescribeConfigsRequest_1(b, p):
-    o = _new(DescribeConfigsRequest)
     o.include_documentation = False
     o.resources, p = _read_array(b, p, 7, False, _d_DescribeConfigsResource_0)
     o.include_synonyms, = _S_z.unpack_from(b, p)
@@ -150,14 +133,14 @@ def _d_DescribeConfigsRequest_1(b, p):
     return o, p
 
 
-def _e_DescribeConfigsRequest_1(out, chunks, o):
+def _e_DescribeConfigsRequest_0(out, chunks, o):
     if not (o.include_documentation == False):
         raise ValueError("DescribeConfigsRequest.include_documentation is not in this version and not ignorable, but holds a non-default value")
     _write_array(out, o.resources, False, _e_DescribeConfigsResource_0)
     out += _S_z.pack(o.include_synonyms)
 
 
-def _d_DescribeConfigsRequest_2(b, p):
+def _d_DescribeConfigsRequest_1(b, p):
     o = _new(DescribeConfigsRequest)
     o.resources, p = _read_array(b, p, 7, False, _d_DescribeConfigsResource_0)
     o.include_synonyms, o.include_documentation = _S_zz.unpack_from(b, p)
@@ -166,7 +149,7 @@ def _d_DescribeConfigsRequest_2(b, p):
     return o, p
 
 
-def _e_DescribeConfigsRequest_2(out, chunks, o):
+def _e_DescribeConfigsRequest_1(out, chunks, o):
     _write_array(out, o.resources, False, _e_DescribeConfigsResource_0)
     out += _S_zz.pack(o.include_synonyms, o.include_documentation)
 
@@ -195,7 +178,7 @@ def _e_DescribeConfigsResource_1(out, o):
         out.append(0)
 
 
-def _d_DescribeConfigsRequest_3(b, p):
+def _d_DescribeConfigsRequest_2(b, p):
     o = _new(DescribeConfigsRequest)
     o.resources, p = _read_compact_array(b, p, 4, False, _d_DescribeConfigsResource_1)
     o.include_synonyms, o.include_documentation = _S_zz.unpack_from(b, p)
@@ -208,7 +191,7 @@ def _d_DescribeConfigsRequest_3(b, p):
     return o, p
 
 
-def _e_DescribeConfigsRequest_3(out, chunks, o):
+def _e_DescribeConfigsRequest_2(out, chunks, o):
     _write_compact_array(out, o.resources, False, _e_DescribeConfigsResource_1)
     out += _S_zz.pack(o.include_synonyms, o.include_documentation)
     if o.unknown_tagged_fields:
@@ -226,5 +209,5 @@ def _isdef_DescribeConfigsResource(o):
     )
 
 
-DescribeConfigsRequest._DECODERS = (_d_DescribeConfigsRequest_0, _d_DescribeConfigsRequest_1, _d_DescribeConfigsRequest_1, _d_DescribeConfigsRequest_2, _d_DescribeConfigsRequest_3,)
-DescribeConfigsRequest._ENCODERS = (_e_DescribeConfigsRequest_0, _e_DescribeConfigsRequest_1, _e_DescribeConfigsRequest_1, _e_DescribeConfigsRequest_2, _e_DescribeConfigsRequest_3,)
+DescribeConfigsRequest._DECODERS = (_d_DescribeConfigsRequest_0, _d_DescribeConfigsRequest_0, _d_DescribeConfigsRequest_1, _d_DescribeConfigsRequest_2,)
+DescribeConfigsRequest._ENCODERS = (_e_DescribeConfigsRequest_0, _e_DescribeConfigsRequest_0, _e_DescribeConfigsRequest_1, _e_DescribeConfigsRequest_2,)

@@ -58,7 +58,6 @@ _S_b = _StructFormat('>b')
 _S_h = _StructFormat('>h')
 _S_i = _StructFormat('>i')
 _S_zbz = _StructFormat('>?b?')
-_S_zzz = _StructFormat('>???')
 
 
 class DescribeConfigsResult(_Struct):
@@ -84,8 +83,8 @@ class DescribeConfigsResult(_Struct):
 
 
 class DescribeConfigsResourceResult(_Struct):
-    __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
-    _FIELDS = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
+    __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
+    _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
 
     def __init__(
         self,
@@ -93,7 +92,6 @@ class DescribeConfigsResourceResult(_Struct):
         name: str = '',
         value: str | None = '',
         read_only: bool = False,
-        is_default: bool = False,
         config_source: int = -1,
         is_sensitive: bool = False,
         synonyms: list[DescribeConfigsSynonym] | None = None,
@@ -104,7 +102,6 @@ class DescribeConfigsResourceResult(_Struct):
         self.name = name
         self.value = value
         self.read_only = read_only
-        self.is_default = is_default
         self.config_source = config_source
         self.is_sensitive = is_sensitive
         self.synonyms = [] if synonyms is None else synonyms
@@ -139,7 +136,7 @@ class DescribeConfigsResponse(_Message):
     NAME = 'DescribeConfigsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 32
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 4
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -163,16 +160,31 @@ DescribeConfigsResourceResult.__qualname__ = 'DescribeConfigsResponse.DescribeCo
 DescribeConfigsSynonym.__qualname__ = 'DescribeConfigsResponse.DescribeConfigsSynonym'
 
 
+def _d_DescribeConfigsSynonym_0(b, p):
+    o = _new(DescribeConfigsSynonym)
+    o.name, p = _read_string(b, p)
+    o.value, p = _read_nullable_string(b, p)
+    o.source, = _S_b.unpack_from(b, p)
+    p += 1
+    o.unknown_tagged_fields = None
+    return o, p
+
+
+def _e_DescribeConfigsSynonym_0(out, o):
+    _write_string(out, o.name)
+    _write_nullable_string(out, o.value)
+    out += _S_b.pack(o.source)
+
+
 def _d_DescribeConfigsResourceResult_0(b, p):
     o = _new(DescribeConfigsResourceResult)
-    o.config_source = -1
-    o.synonyms = []
     o.config_type = 0
     o.documentation = ''
     o.name, p = _read_string(b, p)
     o.value, p = _read_nullable_string(b, p)
-    o.read_only, o.is_default, o.is_sensitive = _S_zzz.unpack_from(b, p)
+    o.read_only, o.config_source, o.is_sensitive = _S_zbz.unpack_from(b, p)
     p += 3
+    o.synonyms, p = _read_array(b, p, 5, False, _d_DescribeConfigsSynonym_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -180,7 +192,8 @@ def _d_DescribeConfigsResourceResult_0(b, p):
 def _e_DescribeConfigsResourceResult_0(out, o):
     _write_string(out, o.name)
     _write_nullable_string(out, o.value)
-    out += _S_zzz.pack(o.read_only, o.is_default, o.is_sensitive)
+    out += _S_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
+    _write_array(out, o.synonyms, False, _e_DescribeConfigsSynonym_0)
 
 
 def _d_DescribeConfigsResult_0(b, p):
@@ -191,7 +204,7 @@ def _d_DescribeConfigsResult_0(b, p):
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_string(b, p)
-    o.configs, p = _read_array(b, p, 7, False, _d_DescribeConfigsResourceResult_0)
+    o.configs, p = _read_array(b, p, 11, False, _d_DescribeConfigsResourceResult_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -218,43 +231,27 @@ def _e_DescribeConfigsResponse_0(out, chunks, o):
     _write_array(out, o.results, False, _e_DescribeConfigsResult_0)
 
 
-def _d_DescribeConfigsSynonym_0(b, p):
-    o = _new(DescribeConfigsSynonym)
-    o.name, p = _read_string(b, p)
-    o.value, p = _read_nullable_string(b, p)
-    o.source, = _S_b.unpack_from(b, p)
-    p += 1
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeConfigsSynonym_0(out, o):
-    _write_string(out, o.name)
-    _write_nullable_string(out, o.value)
-    out += _S_b.pack(o.source)
-
-
 def _d_DescribeConfigsResourceResult_1(b, p):
     o = _new(DescribeConfigsResourceResult)
-    o.is_default = False
-    o.config_type = 0
-    o.documentation = ''
     o.name, p = _read_string(b, p)
     o.value, p = _read_nullable_string(b, p)
     o.read_only, o.config_source, o.is_sensitive = _S_zbz.unpack_from(b, p)
     p += 3
     o.synonyms, p = _read_array(b, p, 5, False, _d_DescribeConfigsSynonym_0)
+    o.config_type, = _S_b.unpack_from(b, p)
+    p += 1
+    o.documentation, p = _read_nullable_string(b, p)
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_DescribeConfigsResourceResult_1(out, o):
-    if not (o.is_default == False):
-        raise ValueError("DescribeConfigsResourceResult.is_default is not in this version and not ignorable, but holds a non-default value")
     _write_string(out, o.name)
     _write_nullable_string(out, o.value)
     out += _S_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
     _write_array(out, o.synonyms, False, _e_DescribeConfigsSynonym_0)
+    out += _S_b.pack(o.config_type)
+    _write_nullable_string(out, o.documentation)
 
 
 def _d_DescribeConfigsResult_1(b, p):
@@ -265,7 +262,7 @@ def _d_DescribeConfigsResult_1(b, p):
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_string(b, p)
-    o.configs, p = _read_array(b, p, 11, False, _d_DescribeConfigsResourceResult_1)
+    o.configs, p = _read_array(b, p, 14, False, _d_DescribeConfigsResourceResult_1)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -292,67 +289,6 @@ def _e_DescribeConfigsResponse_1(out, chunks, o):
     _write_array(out, o.results, False, _e_DescribeConfigsResult_1)
 
 
-def _d_DescribeConfigsResourceResult_2(b, p):
-    o = _new(DescribeConfigsResourceResult)
-    o.is_default = False
-    o.name, p = _read_string(b, p)
-    o.value, p = _read_nullable_string(b, p)
-    o.read_only, o.config_source, o.is_sensitive = _S_zbz.unpack_from(b, p)
-    p += 3
-    o.synonyms, p = _read_array(b, p, 5, False, _d_DescribeConfigsSynonym_0)
-    o.config_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.documentation, p = _read_nullable_string(b, p)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeConfigsResourceResult_2(out, o):
-    if not (o.is_default == False):
-        raise ValueError("DescribeConfigsResourceResult.is_default is not in this version and not ignorable, but holds a non-default value")
-    _write_string(out, o.name)
-    _write_nullable_string(out, o.value)
-    out += _S_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
-    _write_array(out, o.synonyms, False, _e_DescribeConfigsSynonym_0)
-    out += _S_b.pack(o.config_type)
-    _write_nullable_string(out, o.documentation)
-
-
-def _d_DescribeConfigsResult_2(b, p):
-    o = _new(DescribeConfigsResult)
-    o.error_code, = _S_h.unpack_from(b, p)
-    p += 2
-    o.error_message, p = _read_nullable_string(b, p)
-    o.resource_type, = _S_b.unpack_from(b, p)
-    p += 1
-    o.resource_name, p = _read_string(b, p)
-    o.configs, p = _read_array(b, p, 14, False, _d_DescribeConfigsResourceResult_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeConfigsResult_2(out, o):
-    out += _S_h.pack(o.error_code)
-    _write_nullable_string(out, o.error_message)
-    out += _S_b.pack(o.resource_type)
-    _write_string(out, o.resource_name)
-    _write_array(out, o.configs, False, _e_DescribeConfigsResourceResult_2)
-
-
-def _d_DescribeConfigsResponse_2(b, p):
-    o = _new(DescribeConfigsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.results, p = _read_array(b, p, 11, False, _d_DescribeConfigsResult_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_DescribeConfigsResponse_2(out, chunks, o):
-    out += _S_i.pack(o.throttle_time_ms)
-    _write_array(out, o.results, False, _e_DescribeConfigsResult_2)
-
-
 def _d_DescribeConfigsSynonym_1(b, p):
     o = _new(DescribeConfigsSynonym)
     o.name, p = _read_compact_string(b, p)
@@ -377,9 +313,8 @@ def _e_DescribeConfigsSynonym_1(out, o):
         out.append(0)
 
 
-def _d_DescribeConfigsResourceResult_3(b, p):
+def _d_DescribeConfigsResourceResult_2(b, p):
     o = _new(DescribeConfigsResourceResult)
-    o.is_default = False
     o.name, p = _read_compact_string(b, p)
     o.value, p = _read_compact_nullable_string(b, p)
     o.read_only, o.config_source, o.is_sensitive = _S_zbz.unpack_from(b, p)
@@ -396,9 +331,7 @@ def _d_DescribeConfigsResourceResult_3(b, p):
     return o, p
 
 
-def _e_DescribeConfigsResourceResult_3(out, o):
-    if not (o.is_default == False):
-        raise ValueError("DescribeConfigsResourceResult.is_default is not in this version and not ignorable, but holds a non-default value")
+def _e_DescribeConfigsResourceResult_2(out, o):
     _write_compact_string(out, o.name)
     _write_compact_nullable_string(out, o.value)
     out += _S_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
@@ -411,7 +344,7 @@ def _e_DescribeConfigsResourceResult_3(out, o):
         out.append(0)
 
 
-def _d_DescribeConfigsResult_3(b, p):
+def _d_DescribeConfigsResult_2(b, p):
     o = _new(DescribeConfigsResult)
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
@@ -419,7 +352,7 @@ def _d_DescribeConfigsResult_3(b, p):
     o.resource_type, = _S_b.unpack_from(b, p)
     p += 1
     o.resource_name, p = _read_compact_string(b, p)
-    o.configs, p = _read_compact_array(b, p, 9, False, _d_DescribeConfigsResourceResult_3)
+    o.configs, p = _read_compact_array(b, p, 9, False, _d_DescribeConfigsResourceResult_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -428,23 +361,23 @@ def _d_DescribeConfigsResult_3(b, p):
     return o, p
 
 
-def _e_DescribeConfigsResult_3(out, o):
+def _e_DescribeConfigsResult_2(out, o):
     out += _S_h.pack(o.error_code)
     _write_compact_nullable_string(out, o.error_message)
     out += _S_b.pack(o.resource_type)
     _write_compact_string(out, o.resource_name)
-    _write_compact_array(out, o.configs, False, _e_DescribeConfigsResourceResult_3)
+    _write_compact_array(out, o.configs, False, _e_DescribeConfigsResourceResult_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_DescribeConfigsResponse_3(b, p):
+def _d_DescribeConfigsResponse_2(b, p):
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.results, p = _read_compact_array(b, p, 7, False, _d_DescribeConfigsResult_3)
+    o.results, p = _read_compact_array(b, p, 7, False, _d_DescribeConfigsResult_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -453,9 +386,9 @@ def _d_DescribeConfigsResponse_3(b, p):
     return o, p
 
 
-def _e_DescribeConfigsResponse_3(out, chunks, o):
+def _e_DescribeConfigsResponse_2(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.results, False, _e_DescribeConfigsResult_3)
+    _write_compact_array(out, o.results, False, _e_DescribeConfigsResult_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -478,7 +411,6 @@ def _isdef_DescribeConfigsResourceResult(o):
         o.name == ''
         and o.value == ''
         and o.read_only == False
-        and o.is_default == False
         and o.config_source == -1
         and o.is_sensitive == False
         and (o.synonyms is not None and len(o.synonyms) == 0)
@@ -497,5 +429,5 @@ def _isdef_DescribeConfigsSynonym(o):
     )
 
 
-DescribeConfigsResponse._DECODERS = (_d_DescribeConfigsResponse_0, _d_DescribeConfigsResponse_1, _d_DescribeConfigsResponse_1, _d_DescribeConfigsResponse_2, _d_DescribeConfigsResponse_3,)
-DescribeConfigsResponse._ENCODERS = (_e_DescribeConfigsResponse_0, _e_DescribeConfigsResponse_1, _e_DescribeConfigsResponse_1, _e_DescribeConfigsResponse_2, _e_DescribeConfigsResponse_3,)
+DescribeConfigsResponse._DECODERS = (_d_DescribeConfigsResponse_0, _d_DescribeConfigsResponse_0, _d_DescribeConfigsResponse_1, _d_DescribeConfigsResponse_2,)
+DescribeConfigsResponse._ENCODERS = (_e_DescribeConfigsResponse_0, _e_DescribeConfigsResponse_0, _e_DescribeConfigsResponse_1, _e_DescribeConfigsResponse_2,)

@@ -80,7 +80,7 @@ class DescribeDelegationTokenRequest(_Message):
     NAME = 'DescribeDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -170,5 +170,5 @@ def _isdef_DescribeDelegationTokenOwner(o):
     )
 
 
-DescribeDelegationTokenRequest._DECODERS = (_d_DescribeDelegationTokenRequest_0, _d_DescribeDelegationTokenRequest_0, _d_DescribeDelegationTokenRequest_1, _d_DescribeDelegationTokenRequest_1,)
-DescribeDelegationTokenRequest._ENCODERS = (_e_DescribeDelegationTokenRequest_0, _e_DescribeDelegationTokenRequest_0, _e_DescribeDelegationTokenRequest_1, _e_DescribeDelegationTokenRequest_1,)
+DescribeDelegationTokenRequest._DECODERS = (_d_DescribeDelegationTokenRequest_0, _d_DescribeDelegationTokenRequest_1, _d_DescribeDelegationTokenRequest_1,)
+DescribeDelegationTokenRequest._ENCODERS = (_e_DescribeDelegationTokenRequest_0, _e_DescribeDelegationTokenRequest_1, _e_DescribeDelegationTokenRequest_1,)

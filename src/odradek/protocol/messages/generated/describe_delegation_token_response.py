@@ -115,7 +115,7 @@ class DescribeDelegationTokenResponse(_Message):
     NAME = 'DescribeDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -362,5 +362,5 @@ def _isdef_DescribedDelegationTokenRenewer(o):
     )
 
 
-DescribeDelegationTokenResponse._DECODERS = (_d_DescribeDelegationTokenResponse_0, _d_DescribeDelegationTokenResponse_0, _d_DescribeDelegationTokenResponse_1, _d_DescribeDelegationTokenResponse_2,)
-DescribeDelegationTokenResponse._ENCODERS = (_e_DescribeDelegationTokenResponse_0, _e_DescribeDelegationTokenResponse_0, _e_DescribeDelegationTokenResponse_1, _e_DescribeDelegationTokenResponse_2,)
+DescribeDelegationTokenResponse._DECODERS = (_d_DescribeDelegationTokenResponse_0, _d_DescribeDelegationTokenResponse_1, _d_DescribeDelegationTokenResponse_2,)
+DescribeDelegationTokenResponse._ENCODERS = (_e_DescribeDelegationTokenResponse_0, _e_DescribeDelegationTokenResponse_1, _e_DescribeDelegationTokenResponse_2,)

@@ -66,7 +66,7 @@ class DescribeGroupsRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 15
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 5
     HAS_RECORDS = False
 
@@ -133,5 +133,5 @@ def _e_DescribeGroupsRequest_2(out, chunks, o):
         out.append(0)
 
 
-DescribeGroupsRequest._DECODERS = (_d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_2,)
-DescribeGroupsRequest._ENCODERS = (_e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_1, _e_DescribeGroupsRequest_1, _e_DescribeGroupsRequest_2,)
+DescribeGroupsRequest._DECODERS = (_d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_0, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_1, _d_DescribeGroupsRequest_2, _d_DescribeGroupsRequest_2,)
+DescribeGroupsRequest._ENCODERS = (_e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_0, _e_DescribeGroupsRequest_1, _e_DescribeGroupsRequest_1, _e_DescribeGroupsRequest_2, _e_DescribeGroupsRequest_2,)

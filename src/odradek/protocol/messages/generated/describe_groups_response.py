@@ -59,13 +59,14 @@ _S_i = _StructFormat('>i')
 
 
 class DescribedGroup(_Struct):
-    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields')
-    _FIELDS = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields')
+    _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
 
     def __init__(
         self,
         *,
         error_code: int = 0,
+        error_message: str | None = None,
         group_id: str = '',
         group_state: str = '',
         protocol_type: str = '',
@@ -75,6 +76,7 @@ class DescribedGroup(_Struct):
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.error_code = error_code
+        self.error_message = error_message
         self.group_id = group_id
         self.group_state = group_state
         self.protocol_type = protocol_type
@@ -117,7 +119,7 @@ class DescribeGroupsResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 15
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 5
     HAS_RECORDS = False
     DescribedGroup = DescribedGroup
@@ -160,6 +162,7 @@ def _e_DescribedGroupMember_0(out, o):
 
 def _d_DescribedGroup_0(b, p):
     o = _new(DescribedGroup)
+    o.error_message = None
     o.authorized_operations = -2147483648
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
@@ -173,6 +176,8 @@ def _d_DescribedGroup_0(b, p):
 
 
 def _e_DescribedGroup_0(out, o):
+    if not (o.error_message is None):
+        raise ValueError("DescribedGroup.error_message is not in this version and not ignorable, but holds a non-default value")
     if not (o.authorized_operations == -2147483648):
         raise ValueError("DescribedGroup.authorized_operations is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
@@ -211,6 +216,7 @@ def _e_DescribeGroupsResponse_1(out, chunks, o):
 
 def _d_DescribedGroup_1(b, p):
     o = _new(DescribedGroup)
+    o.error_message = None
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.group_id, p = _read_string(b, p)
@@ -225,6 +231,8 @@ def _d_DescribedGroup_1(b, p):
 
 
 def _e_DescribedGroup_1(out, o):
+    if not (o.error_message is None):
+        raise ValueError("DescribedGroup.error_message is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_string(out, o.group_id)
     _write_string(out, o.group_state)
@@ -271,6 +279,7 @@ def _e_DescribedGroupMember_1(out, o):
 
 def _d_DescribedGroup_2(b, p):
     o = _new(DescribedGroup)
+    o.error_message = None
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.group_id, p = _read_string(b, p)
@@ -285,6 +294,8 @@ def _d_DescribedGroup_2(b, p):
 
 
 def _e_DescribedGroup_2(out, o):
+    if not (o.error_message is None):
+        raise ValueError("DescribedGroup.error_message is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_string(out, o.group_id)
     _write_string(out, o.group_state)
@@ -339,6 +350,7 @@ def _e_DescribedGroupMember_2(out, o):
 
 def _d_DescribedGroup_3(b, p):
     o = _new(DescribedGroup)
+    o.error_message = None
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.group_id, p = _read_compact_string(b, p)
@@ -357,6 +369,8 @@ def _d_DescribedGroup_3(b, p):
 
 
 def _e_DescribedGroup_3(out, o):
+    if not (o.error_message is None):
+        raise ValueError("DescribedGroup.error_message is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_compact_string(out, o.group_id)
     _write_compact_string(out, o.group_state)
@@ -392,9 +406,67 @@ def _e_DescribeGroupsResponse_4(out, chunks, o):
         out.append(0)
 
 
+def _d_DescribedGroup_4(b, p):
+    o = _new(DescribedGroup)
+    o.error_code, = _S_h.unpack_from(b, p)
+    p += 2
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    o.group_id, p = _read_compact_string(b, p)
+    o.group_state, p = _read_compact_string(b, p)
+    o.protocol_type, p = _read_compact_string(b, p)
+    o.protocol_data, p = _read_compact_string(b, p)
+    o.members, p = _read_compact_array(b, p, 7, False, _d_DescribedGroupMember_2)
+    o.authorized_operations, = _S_i.unpack_from(b, p)
+    p += 4
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribedGroup_4(out, o):
+    out += _S_h.pack(o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    _write_compact_string(out, o.group_id)
+    _write_compact_string(out, o.group_state)
+    _write_compact_string(out, o.protocol_type)
+    _write_compact_string(out, o.protocol_data)
+    _write_compact_array(out, o.members, False, _e_DescribedGroupMember_2)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_DescribeGroupsResponse_5(b, p):
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.groups, p = _read_compact_array(b, p, 13, False, _d_DescribedGroup_4)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribeGroupsResponse_5(out, chunks, o):
+    out += _S_i.pack(o.throttle_time_ms)
+    _write_compact_array(out, o.groups, False, _e_DescribedGroup_4)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_DescribedGroup(o):
     return (
         o.error_code == 0
+        and o.error_message is None
         and o.group_id == ''
         and o.group_state == ''
         and o.protocol_type == ''
@@ -417,5 +489,5 @@ def _isdef_DescribedGroupMember(o):
     )
 
 
-DescribeGroupsResponse._DECODERS = (_d_DescribeGroupsResponse_0, _d_DescribeGroupsResponse_1, _d_DescribeGroupsResponse_1, _d_DescribeGroupsResponse_2, _d_DescribeGroupsResponse_3, _d_DescribeGroupsResponse_4,)
-DescribeGroupsResponse._ENCODERS = (_e_DescribeGroupsResponse_0, _e_DescribeGroupsResponse_1, _e_DescribeGroupsResponse_1, _e_DescribeGroupsResponse_2, _e_DescribeGroupsResponse_3, _e_DescribeGroupsResponse_4,)
+DescribeGroupsResponse._DECODERS = (_d_DescribeGroupsResponse_0, _d_DescribeGroupsResponse_1, _d_DescribeGroupsResponse_1, _d_DescribeGroupsResponse_2, _d_DescribeGroupsResponse_3, _d_DescribeGroupsResponse_4, _d_DescribeGroupsResponse_5,)
+DescribeGroupsResponse._ENCODERS = (_e_DescribeGroupsResponse_0, _e_DescribeGroupsResponse_1, _e_DescribeGroupsResponse_1, _e_DescribeGroupsResponse_2, _e_DescribeGroupsResponse_3, _e_DescribeGroupsResponse_4, _e_DescribeGroupsResponse_5,)

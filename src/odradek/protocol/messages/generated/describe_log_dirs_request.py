@@ -81,7 +81,7 @@ class DescribeLogDirsRequest(_Message):
     NAME = 'DescribeLogDirsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 35
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 4
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -171,5 +171,5 @@ def _isdef_DescribableLogDirTopic(o):
     )
 
 
-DescribeLogDirsRequest._DECODERS = (_d_DescribeLogDirsRequest_0, _d_DescribeLogDirsRequest_0, _d_DescribeLogDirsRequest_1, _d_DescribeLogDirsRequest_1, _d_DescribeLogDirsRequest_1,)
-DescribeLogDirsRequest._ENCODERS = (_e_DescribeLogDirsRequest_0, _e_DescribeLogDirsRequest_0, _e_DescribeLogDirsRequest_1, _e_DescribeLogDirsRequest_1, _e_DescribeLogDirsRequest_1,)
+DescribeLogDirsRequest._DECODERS = (_d_DescribeLogDirsRequest_0, _d_DescribeLogDirsRequest_1, _d_DescribeLogDirsRequest_1, _d_DescribeLogDirsRequest_1,)
+DescribeLogDirsRequest._ENCODERS = (_e_DescribeLogDirsRequest_0, _e_DescribeLogDirsRequest_1, _e_DescribeLogDirsRequest_1, _e_DescribeLogDirsRequest_1,)

@@ -127,7 +127,7 @@ class DescribeLogDirsResponse(_Message):
     NAME = 'DescribeLogDirsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 35
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 4
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -401,5 +401,5 @@ def _isdef_DescribeLogDirsPartition(o):
     )
 
 
-DescribeLogDirsResponse._DECODERS = (_d_DescribeLogDirsResponse_0, _d_DescribeLogDirsResponse_0, _d_DescribeLogDirsResponse_1, _d_DescribeLogDirsResponse_2, _d_DescribeLogDirsResponse_3,)
-DescribeLogDirsResponse._ENCODERS = (_e_DescribeLogDirsResponse_0, _e_DescribeLogDirsResponse_0, _e_DescribeLogDirsResponse_1, _e_DescribeLogDirsResponse_2, _e_DescribeLogDirsResponse_3,)
+DescribeLogDirsResponse._DECODERS = (_d_DescribeLogDirsResponse_0, _d_DescribeLogDirsResponse_1, _d_DescribeLogDirsResponse_2, _d_DescribeLogDirsResponse_3,)
+DescribeLogDirsResponse._ENCODERS = (_e_DescribeLogDirsResponse_0, _e_DescribeLogDirsResponse_1, _e_DescribeLogDirsResponse_2, _e_DescribeLogDirsResponse_3,)

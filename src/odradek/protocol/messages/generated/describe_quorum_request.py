@@ -96,7 +96,7 @@ class DescribeQuorumRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 55
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicData = TopicData
@@ -190,5 +190,5 @@ def _isdef_PartitionData(o):
     )
 
 
-DescribeQuorumRequest._DECODERS = (_d_DescribeQuorumRequest_0, _d_DescribeQuorumRequest_0,)
-DescribeQuorumRequest._ENCODERS = (_e_DescribeQuorumRequest_0, _e_DescribeQuorumRequest_0,)
+DescribeQuorumRequest._DECODERS = (_d_DescribeQuorumRequest_0, _d_DescribeQuorumRequest_0, _d_DescribeQuorumRequest_0,)
+DescribeQuorumRequest._ENCODERS = (_e_DescribeQuorumRequest_0, _e_DescribeQuorumRequest_0, _e_DescribeQuorumRequest_0,)

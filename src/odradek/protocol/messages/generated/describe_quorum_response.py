@@ -54,8 +54,13 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_H = _StructFormat('>H')
 _S_h = _StructFormat('>h')
+_S_i = _StructFormat('>i')
+_S_iUqqq = _StructFormat('>i16sqqq')
+_S_ih = _StructFormat('>ih')
 _S_ihiiq = _StructFormat('>ihiiq')
+_S_iiq = _StructFormat('>iiq')
 _S_iq = _StructFormat('>iq')
 _S_iqqq = _StructFormat('>iqqq')
 
@@ -77,14 +82,15 @@ class TopicData(_Struct):
 
 
 class PartitionData(_Struct):
-    __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
 
     def __init__(
         self,
         *,
         partition_index: int = 0,
         error_code: int = 0,
+        error_message: str | None = '',
         leader_id: int = 0,
         leader_epoch: int = 0,
         high_watermark: int = 0,
@@ -94,6 +100,7 @@ class PartitionData(_Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self.error_message = error_message
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.high_watermark = high_watermark
@@ -102,20 +109,56 @@ class PartitionData(_Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
+class Node(_Struct):
+    __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields')
+    _FIELDS = ('node_id', 'listeners')
+
+    def __init__(
+        self,
+        *,
+        node_id: int = 0,
+        listeners: list[Listener] | None = None,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.listeners = [] if listeners is None else listeners
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+class Listener(_Struct):
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    _FIELDS = ('name', 'host', 'port')
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        host: str = '',
+        port: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
 class ReplicaState(_Struct):
-    __slots__ = ('replica_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
-    _FIELDS = ('replica_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
+    __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
+    _FIELDS = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
 
     def __init__(
         self,
         *,
         replica_id: int = 0,
+        replica_directory_id: uuid.UUID = _ZERO_UUID,
         log_end_offset: int = 0,
         last_fetch_timestamp: int = -1,
         last_caught_up_timestamp: int = -1,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
         self.log_end_offset = log_end_offset
         self.last_fetch_timestamp = last_fetch_timestamp
         self.last_caught_up_timestamp = last_caught_up_timestamp
@@ -125,37 +168,46 @@ class ReplicaState(_Struct):
 class DescribeQuorumResponse(_Message):
     """DescribeQuorumResponse (response, from messages/DescribeQuorumResponse.json)."""
 
-    __slots__ = ('error_code', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('error_code', 'topics')
+    __slots__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields')
+    _FIELDS = ('error_code', 'error_message', 'topics', 'nodes')
     NAME = 'DescribeQuorumResponse'
     SPEC_TYPE = 'response'
     API_KEY = 55
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicData = TopicData
     PartitionData = PartitionData
+    Node = Node
+    Listener = Listener
     ReplicaState = ReplicaState
 
     def __init__(
         self,
         *,
         error_code: int = 0,
+        error_message: str | None = '',
         topics: list[TopicData] | None = None,
+        nodes: list[Node] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.error_code = error_code
+        self.error_message = error_message
         self.topics = [] if topics is None else topics
+        self.nodes = [] if nodes is None else nodes
         self.unknown_tagged_fields = unknown_tagged_fields
 
 TopicData.__qualname__ = 'DescribeQuorumResponse.TopicData'
 PartitionData.__qualname__ = 'DescribeQuorumResponse.PartitionData'
+Node.__qualname__ = 'DescribeQuorumResponse.Node'
+Listener.__qualname__ = 'DescribeQuorumResponse.Listener'
 ReplicaState.__qualname__ = 'DescribeQuorumResponse.ReplicaState'
 
 
 def _d_ReplicaState_0(b, p):
     o = _new(ReplicaState)
+    o.replica_directory_id = _ZERO_UUID
     o.last_fetch_timestamp = -1
     o.last_caught_up_timestamp = -1
     o.replica_id, o.log_end_offset = _S_iq.unpack_from(b, p)
@@ -169,6 +221,8 @@ def _d_ReplicaState_0(b, p):
 
 
 def _e_ReplicaState_0(out, o):
+    if not (o.replica_directory_id == _ZERO_UUID):
+        raise ValueError("ReplicaState.replica_directory_id is not in this version and not ignorable, but holds a non-default value")
     out += _S_iq.pack(o.replica_id, o.log_end_offset)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -178,6 +232,7 @@ def _e_ReplicaState_0(out, o):
 
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
+    o.error_message = ''
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _S_ihiiq.unpack_from(b, p)
     p += 22
     o.current_voters, p = _read_compact_array(b, p, 13, False, _d_ReplicaState_0)
@@ -223,6 +278,8 @@ def _e_TopicData_0(out, o):
 
 def _d_DescribeQuorumResponse_0(b, p):
     o = _new(DescribeQuorumResponse)
+    o.error_message = ''
+    o.nodes = []
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
@@ -235,6 +292,8 @@ def _d_DescribeQuorumResponse_0(b, p):
 
 
 def _e_DescribeQuorumResponse_0(out, chunks, o):
+    if not ((o.nodes is not None and len(o.nodes) == 0)):
+        raise ValueError("DescribeQuorumResponse.nodes is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_compact_array(out, o.topics, False, _e_TopicData_0)
     if o.unknown_tagged_fields:
@@ -245,6 +304,7 @@ def _e_DescribeQuorumResponse_0(out, chunks, o):
 
 def _d_ReplicaState_1(b, p):
     o = _new(ReplicaState)
+    o.replica_directory_id = _ZERO_UUID
     o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp = _S_iqqq.unpack_from(b, p)
     p += 28
     if b[p]:
@@ -256,6 +316,8 @@ def _d_ReplicaState_1(b, p):
 
 
 def _e_ReplicaState_1(out, o):
+    if not (o.replica_directory_id == _ZERO_UUID):
+        raise ValueError("ReplicaState.replica_directory_id is not in this version and not ignorable, but holds a non-default value")
     out += _S_iqqq.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -265,6 +327,7 @@ def _e_ReplicaState_1(out, o):
 
 def _d_PartitionData_1(b, p):
     o = _new(PartitionData)
+    o.error_message = ''
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _S_ihiiq.unpack_from(b, p)
     p += 22
     o.current_voters, p = _read_compact_array(b, p, 29, False, _d_ReplicaState_1)
@@ -310,6 +373,8 @@ def _e_TopicData_1(out, o):
 
 def _d_DescribeQuorumResponse_1(b, p):
     o = _new(DescribeQuorumResponse)
+    o.error_message = ''
+    o.nodes = []
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
@@ -322,8 +387,153 @@ def _d_DescribeQuorumResponse_1(b, p):
 
 
 def _e_DescribeQuorumResponse_1(out, chunks, o):
+    if not ((o.nodes is not None and len(o.nodes) == 0)):
+        raise ValueError("DescribeQuorumResponse.nodes is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_compact_array(out, o.topics, False, _e_TopicData_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_ReplicaState_2(b, p):
+    o = _new(ReplicaState)
+    o.replica_id, u1, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp = _S_iUqqq.unpack_from(b, p)
+    o.replica_directory_id = _uuid_from_bytes(u1)
+    p += 44
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_ReplicaState_2(out, o):
+    out += _S_iUqqq.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_PartitionData_2(b, p):
+    o = _new(PartitionData)
+    o.partition_index, o.error_code = _S_ih.unpack_from(b, p)
+    p += 6
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    o.leader_id, o.leader_epoch, o.high_watermark = _S_iiq.unpack_from(b, p)
+    p += 16
+    o.current_voters, p = _read_compact_array(b, p, 45, False, _d_ReplicaState_2)
+    o.observers, p = _read_compact_array(b, p, 45, False, _d_ReplicaState_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_PartitionData_2(out, o):
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    out += _S_iiq.pack(o.leader_id, o.leader_epoch, o.high_watermark)
+    _write_compact_array(out, o.current_voters, False, _e_ReplicaState_2)
+    _write_compact_array(out, o.observers, False, _e_ReplicaState_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_TopicData_2(b, p):
+    o = _new(TopicData)
+    o.topic_name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 26, False, _d_PartitionData_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicData_2(out, o):
+    _write_compact_string(out, o.topic_name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_Listener_0(b, p):
+    o = _new(Listener)
+    o.name, p = _read_compact_string(b, p)
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_H.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_Listener_0(out, o):
+    _write_compact_string(out, o.name)
+    _write_compact_string(out, o.host)
+    out += _S_H.pack(o.port)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_Node_0(b, p):
+    o = _new(Node)
+    o.node_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.listeners, p = _read_compact_array(b, p, 5, False, _d_Listener_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_Node_0(out, o):
+    out += _S_i.pack(o.node_id)
+    _write_compact_array(out, o.listeners, False, _e_Listener_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_DescribeQuorumResponse_2(b, p):
+    o = _new(DescribeQuorumResponse)
+    o.error_code, = _S_h.unpack_from(b, p)
+    p += 2
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_2)
+    o.nodes, p = _read_compact_array(b, p, 6, False, _d_Node_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_DescribeQuorumResponse_2(out, chunks, o):
+    out += _S_h.pack(o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    _write_compact_array(out, o.topics, False, _e_TopicData_2)
+    _write_compact_array(out, o.nodes, False, _e_Node_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -342,6 +552,7 @@ def _isdef_PartitionData(o):
     return (
         o.partition_index == 0
         and o.error_code == 0
+        and o.error_message == ''
         and o.leader_id == 0
         and o.leader_epoch == 0
         and o.high_watermark == 0
@@ -351,9 +562,27 @@ def _isdef_PartitionData(o):
     )
 
 
+def _isdef_Node(o):
+    return (
+        o.node_id == 0
+        and (o.listeners is not None and len(o.listeners) == 0)
+        and not o.unknown_tagged_fields
+    )
+
+
+def _isdef_Listener(o):
+    return (
+        o.name == ''
+        and o.host == ''
+        and o.port == 0
+        and not o.unknown_tagged_fields
+    )
+
+
 def _isdef_ReplicaState(o):
     return (
         o.replica_id == 0
+        and o.replica_directory_id == _ZERO_UUID
         and o.log_end_offset == 0
         and o.last_fetch_timestamp == -1
         and o.last_caught_up_timestamp == -1
@@ -361,5 +590,5 @@ def _isdef_ReplicaState(o):
     )
 
 
-DescribeQuorumResponse._DECODERS = (_d_DescribeQuorumResponse_0, _d_DescribeQuorumResponse_1,)
-DescribeQuorumResponse._ENCODERS = (_e_DescribeQuorumResponse_0, _e_DescribeQuorumResponse_1,)
+DescribeQuorumResponse._DECODERS = (_d_DescribeQuorumResponse_0, _d_DescribeQuorumResponse_1, _d_DescribeQuorumResponse_2,)
+DescribeQuorumResponse._ENCODERS = (_e_DescribeQuorumResponse_0, _e_DescribeQuorumResponse_1, _e_DescribeQuorumResponse_2,)

@@ -54,6 +54,8 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_H = _StructFormat('>H')
+_S_iU = _StructFormat('>i16s')
 _S_iii = _StructFormat('>iii')
 _A_i = _FIXED_ARRAY_TYPES['i']
 
@@ -75,8 +77,8 @@ class TopicData(_Struct):
 
 
 class PartitionData(_Struct):
-    __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors')
+    __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates')
 
     def __init__(
         self,
@@ -85,47 +87,90 @@ class PartitionData(_Struct):
         leader_id: int = 0,
         leader_epoch: int = 0,
         preferred_successors: list[int] | None = None,
+        preferred_candidates: list[ReplicaInfo] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition_index = partition_index
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.preferred_successors = [] if preferred_successors is None else preferred_successors
+        self.preferred_candidates = [] if preferred_candidates is None else preferred_candidates
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+class ReplicaInfo(_Struct):
+    __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields')
+    _FIELDS = ('candidate_id', 'candidate_directory_id')
+
+    def __init__(
+        self,
+        *,
+        candidate_id: int = 0,
+        candidate_directory_id: uuid.UUID = _ZERO_UUID,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.candidate_id = candidate_id
+        self.candidate_directory_id = candidate_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
+class LeaderEndpoint(_Struct):
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    _FIELDS = ('name', 'host', 'port')
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        host: str = '',
+        port: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class EndQuorumEpochRequest(_Message):
     """EndQuorumEpochRequest (request, from messages/EndQuorumEpochRequest.json)."""
 
-    __slots__ = ('cluster_id', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('cluster_id', 'topics')
+    __slots__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('cluster_id', 'topics', 'leader_endpoints')
     NAME = 'EndQuorumEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 54
     MIN_VERSION = 0
-    MAX_VERSION = 0
-    FLEXIBLE_MIN = None
+    MAX_VERSION = 1
+    FLEXIBLE_MIN = 1
     HAS_RECORDS = False
     TopicData = TopicData
     PartitionData = PartitionData
+    ReplicaInfo = ReplicaInfo
+    LeaderEndpoint = LeaderEndpoint
 
     def __init__(
         self,
         *,
         cluster_id: str | None = None,
         topics: list[TopicData] | None = None,
+        leader_endpoints: list[LeaderEndpoint] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.cluster_id = cluster_id
         self.topics = [] if topics is None else topics
+        self.leader_endpoints = [] if leader_endpoints is None else leader_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 TopicData.__qualname__ = 'EndQuorumEpochRequest.TopicData'
 PartitionData.__qualname__ = 'EndQuorumEpochRequest.PartitionData'
+ReplicaInfo.__qualname__ = 'EndQuorumEpochRequest.ReplicaInfo'
+LeaderEndpoint.__qualname__ = 'EndQuorumEpochRequest.LeaderEndpoint'
 
 
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
+    o.preferred_candidates = []
     o.partition_index, o.leader_id, o.leader_epoch = _S_iii.unpack_from(b, p)
     p += 12
     o.preferred_successors, p = _read_fixed_array(b, p, _A_i, False)
@@ -153,6 +198,7 @@ def _e_TopicData_0(out, o):
 
 def _d_EndQuorumEpochRequest_0(b, p):
     o = _new(EndQuorumEpochRequest)
+    o.leader_endpoints = []
     o.cluster_id, p = _read_nullable_string(b, p)
     o.topics, p = _read_array(b, p, 6, False, _d_TopicData_0)
     o.unknown_tagged_fields = None
@@ -162,6 +208,118 @@ def _d_EndQuorumEpochRequest_0(b, p):
 def _e_EndQuorumEpochRequest_0(out, chunks, o):
     _write_nullable_string(out, o.cluster_id)
     _write_array(out, o.topics, False, _e_TopicData_0)
+
+
+def _d_ReplicaInfo_0(b, p):
+    o = _new(ReplicaInfo)
+    o.candidate_id, u1 = _S_iU.unpack_from(b, p)
+    o.candidate_directory_id = _uuid_from_bytes(u1)
+    p += 20
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_ReplicaInfo_0(out, o):
+    out += _S_iU.pack(o.candidate_id, o.candidate_directory_id.bytes)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_PartitionData_1(b, p):
+    o = _new(PartitionData)
+    o.preferred_successors = []
+    o.partition_index, o.leader_id, o.leader_epoch = _S_iii.unpack_from(b, p)
+    p += 12
+    o.preferred_candidates, p = _read_compact_array(b, p, 21, False, _d_ReplicaInfo_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_PartitionData_1(out, o):
+    out += _S_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
+    _write_compact_array(out, o.preferred_candidates, False, _e_ReplicaInfo_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_TopicData_1(b, p):
+    o = _new(TopicData)
+    o.topic_name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 14, False, _d_PartitionData_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicData_1(out, o):
+    _write_compact_string(out, o.topic_name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_LeaderEndpoint_0(b, p):
+    o = _new(LeaderEndpoint)
+    o.name, p = _read_compact_string(b, p)
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_H.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_LeaderEndpoint_0(out, o):
+    _write_compact_string(out, o.name)
+    _write_compact_string(out, o.host)
+    out += _S_H.pack(o.port)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_EndQuorumEpochRequest_1(b, p):
+    o = _new(EndQuorumEpochRequest)
+    o.cluster_id, p = _read_compact_nullable_string(b, p)
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
+    o.leader_endpoints, p = _read_compact_array(b, p, 5, False, _d_LeaderEndpoint_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_EndQuorumEpochRequest_1(out, chunks, o):
+    _write_compact_nullable_string(out, o.cluster_id)
+    _write_compact_array(out, o.topics, False, _e_TopicData_1)
+    _write_compact_array(out, o.leader_endpoints, False, _e_LeaderEndpoint_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _isdef_TopicData(o):
@@ -178,9 +336,27 @@ def _isdef_PartitionData(o):
         and o.leader_id == 0
         and o.leader_epoch == 0
         and (o.preferred_successors is not None and len(o.preferred_successors) == 0)
+        and (o.preferred_candidates is not None and len(o.preferred_candidates) == 0)
         and not o.unknown_tagged_fields
     )
 
 
-EndQuorumEpochRequest._DECODERS = (_d_EndQuorumEpochRequest_0,)
-EndQuorumEpochRequest._ENCODERS = (_e_EndQuorumEpochRequest_0,)
+def _isdef_ReplicaInfo(o):
+    return (
+        o.candidate_id == 0
+        and o.candidate_directory_id == _ZERO_UUID
+        and not o.unknown_tagged_fields
+    )
+
+
+def _isdef_LeaderEndpoint(o):
+    return (
+        o.name == ''
+        and o.host == ''
+        and o.port == 0
+        and not o.unknown_tagged_fields
+    )
+
+
+EndQuorumEpochRequest._DECODERS = (_d_EndQuorumEpochRequest_0, _d_EndQuorumEpochRequest_1,)
+EndQuorumEpochRequest._ENCODERS = (_e_EndQuorumEpochRequest_0, _e_EndQuorumEpochRequest_1,)

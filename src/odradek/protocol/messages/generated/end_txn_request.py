@@ -66,7 +66,7 @@ class EndTxnRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 26
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
 
@@ -123,5 +123,5 @@ def _e_EndTxnRequest_1(out, chunks, o):
         out.append(0)
 
 
-EndTxnRequest._DECODERS = (_d_EndTxnRequest_0, _d_EndTxnRequest_0, _d_EndTxnRequest_0, _d_EndTxnRequest_1, _d_EndTxnRequest_1,)
-EndTxnRequest._ENCODERS = (_e_EndTxnRequest_0, _e_EndTxnRequest_0, _e_EndTxnRequest_0, _e_EndTxnRequest_1, _e_EndTxnRequest_1,)
+EndTxnRequest._DECODERS = (_d_EndTxnRequest_0, _d_EndTxnRequest_0, _d_EndTxnRequest_0, _d_EndTxnRequest_1, _d_EndTxnRequest_1, _d_EndTxnRequest_1,)
+EndTxnRequest._ENCODERS = (_e_EndTxnRequest_0, _e_EndTxnRequest_0, _e_EndTxnRequest_0, _e_EndTxnRequest_1, _e_EndTxnRequest_1, _e_EndTxnRequest_1,)

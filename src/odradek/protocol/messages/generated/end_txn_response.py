@@ -55,18 +55,19 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_ih = _StructFormat('>ih')
+_S_ihqh = _StructFormat('>ihqh')
 
 
 class EndTxnResponse(_Message):
     """EndTxnResponse (response, from messages/EndTxnResponse.json)."""
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
-    _FIELDS = ('throttle_time_ms', 'error_code')
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
     NAME = 'EndTxnResponse'
     SPEC_TYPE = 'response'
     API_KEY = 26
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
 
@@ -75,16 +76,22 @@ class EndTxnResponse(_Message):
         *,
         throttle_time_ms: int = 0,
         error_code: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 
 def _d_EndTxnResponse_0(b, p):
     o = _new(EndTxnResponse)
+    o.producer_id = -1
+    o.producer_epoch = -1
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
     o.unknown_tagged_fields = None
@@ -97,6 +104,8 @@ def _e_EndTxnResponse_0(out, chunks, o):
 
 def _d_EndTxnResponse_1(b, p):
     o = _new(EndTxnResponse)
+    o.producer_id = -1
+    o.producer_epoch = -1
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
     if b[p]:
@@ -115,5 +124,25 @@ def _e_EndTxnResponse_1(out, chunks, o):
         out.append(0)
 
 
-EndTxnResponse._DECODERS = (_d_EndTxnResponse_0, _d_EndTxnResponse_0, _d_EndTxnResponse_0, _d_EndTxnResponse_1, _d_EndTxnResponse_1,)
-EndTxnResponse._ENCODERS = (_e_EndTxnResponse_0, _e_EndTxnResponse_0, _e_EndTxnResponse_0, _e_EndTxnResponse_1, _e_EndTxnResponse_1,)
+def _d_EndTxnResponse_2(b, p):
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _S_ihqh.unpack_from(b, p)
+    p += 16
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_EndTxnResponse_2(out, chunks, o):
+    out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+EndTxnResponse._DECODERS = (_d_EndTxnResponse_0, _d_EndTxnResponse_0, _d_EndTxnResponse_0, _d_EndTxnResponse_1, _d_EndTxnResponse_1, _d_EndTxnResponse_2,)
+EndTxnResponse._ENCODERS = (_e_EndTxnResponse_0, _e_EndTxnResponse_0, _e_EndTxnResponse_0, _e_EndTxnResponse_1, _e_EndTxnResponse_1, _e_EndTxnResponse_2,)

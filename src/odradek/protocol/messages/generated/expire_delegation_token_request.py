@@ -65,7 +65,7 @@ class ExpireDelegationTokenRequest(_Message):
     NAME = 'ExpireDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -119,5 +119,5 @@ def _e_ExpireDelegationTokenRequest_1(out, chunks, o):
         out.append(0)
 
 
-ExpireDelegationTokenRequest._DECODERS = (_d_ExpireDelegationTokenRequest_0, _d_ExpireDelegationTokenRequest_0, _d_ExpireDelegationTokenRequest_1,)
-ExpireDelegationTokenRequest._ENCODERS = (_e_ExpireDelegationTokenRequest_0, _e_ExpireDelegationTokenRequest_0, _e_ExpireDelegationTokenRequest_1,)
+ExpireDelegationTokenRequest._DECODERS = (_d_ExpireDelegationTokenRequest_0, _d_ExpireDelegationTokenRequest_1,)
+ExpireDelegationTokenRequest._ENCODERS = (_e_ExpireDelegationTokenRequest_0, _e_ExpireDelegationTokenRequest_1,)

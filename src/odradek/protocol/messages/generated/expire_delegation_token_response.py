@@ -65,7 +65,7 @@ class ExpireDelegationTokenResponse(_Message):
     NAME = 'ExpireDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -117,5 +117,5 @@ def _e_ExpireDelegationTokenResponse_1(out, chunks, o):
         out.append(0)
 
 
-ExpireDelegationTokenResponse._DECODERS = (_d_ExpireDelegationTokenResponse_0, _d_ExpireDelegationTokenResponse_0, _d_ExpireDelegationTokenResponse_1,)
-ExpireDelegationTokenResponse._ENCODERS = (_e_ExpireDelegationTokenResponse_0, _e_ExpireDelegationTokenResponse_0, _e_ExpireDelegationTokenResponse_1,)
+ExpireDelegationTokenResponse._DECODERS = (_d_ExpireDelegationTokenResponse_0, _d_ExpireDelegationTokenResponse_1,)
+ExpireDelegationTokenResponse._ENCODERS = (_e_ExpireDelegationTokenResponse_0, _e_ExpireDelegationTokenResponse_1,)

@@ -55,9 +55,7 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_U = _StructFormat('>16s')
-_S_iii = _StructFormat('>iii')
 _S_iiibii = _StructFormat('>iiibii')
-_S_iiii = _StructFormat('>iiii')
 _S_iiiib = _StructFormat('>iiiib')
 _S_iiiibii = _StructFormat('>iiiibii')
 _S_iiqiqi = _StructFormat('>iiqiqi')
@@ -105,8 +103,8 @@ class FetchTopic(_Struct):
 
 
 class FetchPartition(_Struct):
-    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'unknown_tagged_fields')
-    _FIELDS = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes')
+    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields')
+    _FIELDS = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
 
     def __init__(
         self,
@@ -117,6 +115,7 @@ class FetchPartition(_Struct):
         last_fetched_epoch: int = -1,
         log_start_offset: int = -1,
         partition_max_bytes: int = 0,
+        replica_directory_id: uuid.UUID = _ZERO_UUID,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition = partition
@@ -125,6 +124,7 @@ class FetchPartition(_Struct):
         self.last_fetched_epoch = last_fetched_epoch
         self.log_start_offset = log_start_offset
         self.partition_max_bytes = partition_max_bytes
+        self.replica_directory_id = replica_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -154,8 +154,8 @@ class FetchRequest(_Message):
     NAME = 'FetchRequest'
     SPEC_TYPE = 'request'
     API_KEY = 1
-    MIN_VERSION = 0
-    MAX_VERSION = 16
+    MIN_VERSION = 4
+    MAX_VERSION = 17
     FLEXIBLE_MIN = 12
     HAS_RECORDS = False
     ReplicaState = ReplicaState
@@ -205,6 +205,7 @@ def _d_FetchPartition_0(b, p):
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
     o.log_start_offset = -1
+    o.replica_directory_id = _ZERO_UUID
     o.partition, o.fetch_offset, o.partition_max_bytes = _S_iqi.unpack_from(b, p)
     p += 16
     o.unknown_tagged_fields = None
@@ -235,57 +236,6 @@ def _d_FetchRequest_0(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
-    o.max_bytes = 2147483647
-    o.isolation_level = 0
-    o.session_id = 0
-    o.session_epoch = -1
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.replica_id, o.max_wait_ms, o.min_bytes = _S_iii.unpack_from(b, p)
-    p += 12
-    o.topics, p = _read_array(b, p, 6, False, _d_FetchTopic_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_FetchRequest_0(out, chunks, o):
-    if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
-        raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise ValueError("FetchRequest.forgotten_topics_data is not in this version and not ignorable, but holds a non-default value")
-    out += _S_iii.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
-    _write_array(out, o.topics, False, _e_FetchTopic_0)
-
-
-def _d_FetchRequest_1(b, p):
-    o = _new(FetchRequest)
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
-    o.isolation_level = 0
-    o.session_id = 0
-    o.session_epoch = -1
-    o.forgotten_topics_data = []
-    o.rack_id = ''
-    o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _S_iiii.unpack_from(b, p)
-    p += 16
-    o.topics, p = _read_array(b, p, 6, False, _d_FetchTopic_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_FetchRequest_1(out, chunks, o):
-    if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
-        raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
-        raise ValueError("FetchRequest.forgotten_topics_data is not in this version and not ignorable, but holds a non-default value")
-    out += _S_iiii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
-    _write_array(out, o.topics, False, _e_FetchTopic_0)
-
-
-def _d_FetchRequest_2(b, p):
-    o = _new(FetchRequest)
-    o.cluster_id = None
-    o.replica_state = ReplicaState()
     o.session_id = 0
     o.session_epoch = -1
     o.forgotten_topics_data = []
@@ -297,7 +247,7 @@ def _d_FetchRequest_2(b, p):
     return o, p
 
 
-def _e_FetchRequest_2(out, chunks, o):
+def _e_FetchRequest_0(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
@@ -310,6 +260,7 @@ def _d_FetchPartition_1(b, p):
     o = _new(FetchPartition)
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
+    o.replica_directory_id = _ZERO_UUID
     o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S_iqqi.unpack_from(b, p)
     p += 24
     o.unknown_tagged_fields = None
@@ -336,7 +287,7 @@ def _e_FetchTopic_1(out, o):
     _write_array(out, o.partitions, False, _e_FetchPartition_1)
 
 
-def _d_FetchRequest_3(b, p):
+def _d_FetchRequest_1(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -351,7 +302,7 @@ def _d_FetchRequest_3(b, p):
     return o, p
 
 
-def _e_FetchRequest_3(out, chunks, o):
+def _e_FetchRequest_1(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     if not ((o.forgotten_topics_data is not None and len(o.forgotten_topics_data) == 0)):
@@ -374,7 +325,7 @@ def _e_ForgottenTopic_0(out, o):
     _write_fixed_array(out, o.partitions, _A_i, False)
 
 
-def _d_FetchRequest_4(b, p):
+def _d_FetchRequest_2(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -387,7 +338,7 @@ def _d_FetchRequest_4(b, p):
     return o, p
 
 
-def _e_FetchRequest_4(out, chunks, o):
+def _e_FetchRequest_2(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -398,6 +349,7 @@ def _e_FetchRequest_4(out, chunks, o):
 def _d_FetchPartition_2(b, p):
     o = _new(FetchPartition)
     o.last_fetched_epoch = -1
+    o.replica_directory_id = _ZERO_UUID
     o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S_iiqqi.unpack_from(b, p)
     p += 28
     o.unknown_tagged_fields = None
@@ -424,7 +376,7 @@ def _e_FetchTopic_2(out, o):
     _write_array(out, o.partitions, False, _e_FetchPartition_2)
 
 
-def _d_FetchRequest_5(b, p):
+def _d_FetchRequest_3(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -437,7 +389,7 @@ def _d_FetchRequest_5(b, p):
     return o, p
 
 
-def _e_FetchRequest_5(out, chunks, o):
+def _e_FetchRequest_3(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -445,7 +397,7 @@ def _e_FetchRequest_5(out, chunks, o):
     _write_array(out, o.forgotten_topics_data, False, _e_ForgottenTopic_0)
 
 
-def _d_FetchRequest_6(b, p):
+def _d_FetchRequest_4(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -458,7 +410,7 @@ def _d_FetchRequest_6(b, p):
     return o, p
 
 
-def _e_FetchRequest_6(out, chunks, o):
+def _e_FetchRequest_4(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -469,6 +421,7 @@ def _e_FetchRequest_6(out, chunks, o):
 
 def _d_FetchPartition_3(b, p):
     o = _new(FetchPartition)
+    o.replica_directory_id = _ZERO_UUID
     o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S_iiqiqi.unpack_from(b, p)
     p += 32
     if b[p]:
@@ -531,7 +484,7 @@ def _e_ForgottenTopic_1(out, o):
         out.append(0)
 
 
-def _d_FetchRequest_7(b, p):
+def _d_FetchRequest_5(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -560,7 +513,7 @@ def _d_FetchRequest_7(b, p):
     return o, p
 
 
-def _e_FetchRequest_7(out, chunks, o):
+def _e_FetchRequest_5(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -626,7 +579,7 @@ def _e_ForgottenTopic_2(out, o):
         out.append(0)
 
 
-def _d_FetchRequest_8(b, p):
+def _d_FetchRequest_6(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_state = ReplicaState()
@@ -655,7 +608,7 @@ def _d_FetchRequest_8(b, p):
     return o, p
 
 
-def _e_FetchRequest_8(out, chunks, o):
+def _e_FetchRequest_6(out, chunks, o):
     if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
         raise ValueError("FetchRequest.replica_state is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiiibii.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -693,7 +646,7 @@ def _e_ReplicaState_0(out, o):
         out.append(0)
 
 
-def _d_FetchRequest_9(b, p):
+def _d_FetchRequest_7(b, p):
     o = _new(FetchRequest)
     o.cluster_id = None
     o.replica_id = -1
@@ -725,11 +678,128 @@ def _d_FetchRequest_9(b, p):
     return o, p
 
 
-def _e_FetchRequest_9(out, chunks, o):
+def _e_FetchRequest_7(out, chunks, o):
     if not (o.replica_id == -1):
         raise ValueError("FetchRequest.replica_id is not in this version and not ignorable, but holds a non-default value")
     out += _S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     _write_compact_array(out, o.topics, False, _e_FetchTopic_4)
+    _write_compact_array(out, o.forgotten_topics_data, False, _e_ForgottenTopic_2)
+    _write_compact_string(out, o.rack_id)
+    tagged = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        _write_compact_nullable_string(t, o.cluster_id)
+        tagged.append((0, t))
+    if not ((o.replica_state is not None and _isdef_ReplicaState(o.replica_state))):
+        t = bytearray()
+        v = o.replica_state
+        _e_ReplicaState_0(t, v)
+        tagged.append((1, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0_1)
+    else:
+        out.append(0)
+
+
+def _d_FetchPartition_4(b, p):
+    o = _new(FetchPartition)
+    o.replica_directory_id = _ZERO_UUID
+    o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S_iiqiqi.unpack_from(b, p)
+    p += 32
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.replica_directory_id, p = _read_uuid(b, p)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_FetchPartition_4(out, o):
+    out += _S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    tagged = []
+    if not (o.replica_directory_id == _ZERO_UUID):
+        t = bytearray()
+        t += o.replica_directory_id.bytes
+        tagged.append((0, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0)
+    else:
+        out.append(0)
+
+
+def _d_FetchTopic_5(b, p):
+    o = _new(FetchTopic)
+    o.topic = ''
+    u0, = _S_U.unpack_from(b, p)
+    o.topic_id = _uuid_from_bytes(u0)
+    p += 16
+    o.partitions, p = _read_compact_array(b, p, 33, False, _d_FetchPartition_4)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_FetchTopic_5(out, o):
+    out += _S_U.pack(o.topic_id.bytes)
+    _write_compact_array(out, o.partitions, False, _e_FetchPartition_4)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_FetchRequest_8(b, p):
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = -1
+    o.replica_state = ReplicaState()
+    o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S_iiibii.unpack_from(b, p)
+    p += 21
+    o.topics, p = _read_compact_array(b, p, 18, False, _d_FetchTopic_5)
+    o.forgotten_topics_data, p = _read_compact_array(b, p, 18, False, _d_ForgottenTopic_2)
+    o.rack_id, p = _read_compact_string(b, p)
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.cluster_id, p = _read_compact_nullable_string(b, p)
+            elif tag == 1:
+                o.replica_state, p = _d_ReplicaState_0(b, p)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_FetchRequest_8(out, chunks, o):
+    if not (o.replica_id == -1):
+        raise ValueError("FetchRequest.replica_id is not in this version and not ignorable, but holds a non-default value")
+    out += _S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    _write_compact_array(out, o.topics, False, _e_FetchTopic_5)
     _write_compact_array(out, o.forgotten_topics_data, False, _e_ForgottenTopic_2)
     _write_compact_string(out, o.rack_id)
     tagged = []
@@ -773,6 +843,7 @@ def _isdef_FetchPartition(o):
         and o.last_fetched_epoch == -1
         and o.log_start_offset == -1
         and o.partition_max_bytes == 0
+        and o.replica_directory_id == _ZERO_UUID
         and not o.unknown_tagged_fields
     )
 
@@ -786,5 +857,5 @@ def _isdef_ForgottenTopic(o):
     )
 
 
-FetchRequest._DECODERS = (_d_FetchRequest_0, _d_FetchRequest_0, _d_FetchRequest_0, _d_FetchRequest_1, _d_FetchRequest_2, _d_FetchRequest_3, _d_FetchRequest_3, _d_FetchRequest_4, _d_FetchRequest_4, _d_FetchRequest_5, _d_FetchRequest_5, _d_FetchRequest_6, _d_FetchRequest_7, _d_FetchRequest_8, _d_FetchRequest_8, _d_FetchRequest_9, _d_FetchRequest_9,)
-FetchRequest._ENCODERS = (_e_FetchRequest_0, _e_FetchRequest_0, _e_FetchRequest_0, _e_FetchRequest_1, _e_FetchRequest_2, _e_FetchRequest_3, _e_FetchRequest_3, _e_FetchRequest_4, _e_FetchRequest_4, _e_FetchRequest_5, _e_FetchRequest_5, _e_FetchRequest_6, _e_FetchRequest_7, _e_FetchRequest_8, _e_FetchRequest_8, _e_FetchRequest_9, _e_FetchRequest_9,)
+FetchRequest._DECODERS = (_d_FetchRequest_0, _d_FetchRequest_1, _d_FetchRequest_1, _d_FetchRequest_2, _d_FetchRequest_2, _d_FetchRequest_3, _d_FetchRequest_3, _d_FetchRequest_4, _d_FetchRequest_5, _d_FetchRequest_6, _d_FetchRequest_6, _d_FetchRequest_7, _d_FetchRequest_7, _d_FetchRequest_8,)
+FetchRequest._ENCODERS = (_e_FetchRequest_0, _e_FetchRequest_1, _e_FetchRequest_1, _e_FetchRequest_2, _e_FetchRequest_2, _e_FetchRequest_3, _e_FetchRequest_3, _e_FetchRequest_4, _e_FetchRequest_5, _e_FetchRequest_6, _e_FetchRequest_6, _e_FetchRequest_7, _e_FetchRequest_7, _e_FetchRequest_8,)

@@ -57,7 +57,6 @@ _new = object.__new__
 _S_U = _StructFormat('>16s')
 _S_i = _StructFormat('>i')
 _S_ihi = _StructFormat('>ihi')
-_S_ihq = _StructFormat('>ihq')
 _S_ihqq = _StructFormat('>ihqq')
 _S_ihqqq = _StructFormat('>ihqqq')
 _S_ii = _StructFormat('>ii')
@@ -212,8 +211,8 @@ class FetchResponse(_Message):
     NAME = 'FetchResponse'
     SPEC_TYPE = 'response'
     API_KEY = 1
-    MIN_VERSION = 0
-    MAX_VERSION = 16
+    MIN_VERSION = 4
+    MAX_VERSION = 17
     FLEXIBLE_MIN = 12
     HAS_RECORDS = True
     FetchableTopicResponse = FetchableTopicResponse
@@ -250,17 +249,28 @@ AbortedTransaction.__qualname__ = 'FetchResponse.AbortedTransaction'
 NodeEndpoint.__qualname__ = 'FetchResponse.NodeEndpoint'
 
 
+def _d_AbortedTransaction_0(b, p):
+    o = _new(AbortedTransaction)
+    o.producer_id, o.first_offset = _S_qq.unpack_from(b, p)
+    p += 16
+    o.unknown_tagged_fields = None
+    return o, p
+
+
+def _e_AbortedTransaction_0(out, o):
+    out += _S_qq.pack(o.producer_id, o.first_offset)
+
+
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
-    o.last_stable_offset = -1
     o.log_start_offset = -1
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
     o.snapshot_id = SnapshotId()
-    o.aborted_transactions = []
     o.preferred_read_replica = -1
-    o.partition_index, o.error_code, o.high_watermark = _S_ihq.unpack_from(b, p)
-    p += 14
+    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset = _S_ihqq.unpack_from(b, p)
+    p += 22
+    o.aborted_transactions, p = _read_array(b, p, 16, True, _d_AbortedTransaction_0)
     o.records, p = _read_records(b, p)
     o.unknown_tagged_fields = None
     return o, p
@@ -275,7 +285,8 @@ def _e_PartitionData_0(out, chunks, o):
         raise ValueError("PartitionData.snapshot_id is not in this version and not ignorable, but holds a non-default value")
     if not (o.preferred_read_replica == -1):
         raise ValueError("PartitionData.preferred_read_replica is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihq.pack(o.partition_index, o.error_code, o.high_watermark)
+    out += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
+    _write_array(out, o.aborted_transactions, True, _e_AbortedTransaction_0)
     _write_records(out, chunks, o.records, False)
 
 
@@ -283,7 +294,7 @@ def _d_FetchableTopicResponse_0(b, p):
     o = _new(FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 18, False, _d_PartitionData_0)
+    o.partitions, p = _read_array(b, p, 30, False, _d_PartitionData_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -295,25 +306,6 @@ def _e_FetchableTopicResponse_0(out, chunks, o):
 
 def _d_FetchResponse_0(b, p):
     o = _new(FetchResponse)
-    o.throttle_time_ms = 0
-    o.error_code = 0
-    o.session_id = 0
-    o.node_endpoints = []
-    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_FetchResponse_0(out, chunks, o):
-    if not (o.session_id == 0):
-        raise ValueError("FetchResponse.session_id is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_0)
-
-
-def _d_FetchResponse_1(b, p):
-    o = _new(FetchResponse)
     o.error_code = 0
     o.session_id = 0
     o.node_endpoints = []
@@ -324,7 +316,7 @@ def _d_FetchResponse_1(b, p):
     return o, p
 
 
-def _e_FetchResponse_1(out, chunks, o):
+def _e_FetchResponse_0(out, chunks, o):
     if not (o.session_id == 0):
         raise ValueError("FetchResponse.session_id is not in this version and not ignorable, but holds a non-default value")
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
@@ -333,27 +325,14 @@ def _e_FetchResponse_1(out, chunks, o):
     _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_0)
 
 
-def _d_AbortedTransaction_0(b, p):
-    o = _new(AbortedTransaction)
-    o.producer_id, o.first_offset = _S_qq.unpack_from(b, p)
-    p += 16
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_AbortedTransaction_0(out, o):
-    out += _S_qq.pack(o.producer_id, o.first_offset)
-
-
 def _d_PartitionData_1(b, p):
     o = _new(PartitionData)
-    o.log_start_offset = -1
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
     o.snapshot_id = SnapshotId()
     o.preferred_read_replica = -1
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset = _S_ihqq.unpack_from(b, p)
-    p += 22
+    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _S_ihqqq.unpack_from(b, p)
+    p += 30
     o.aborted_transactions, p = _read_array(b, p, 16, True, _d_AbortedTransaction_0)
     o.records, p = _read_records(b, p)
     o.unknown_tagged_fields = None
@@ -369,7 +348,7 @@ def _e_PartitionData_1(out, chunks, o):
         raise ValueError("PartitionData.snapshot_id is not in this version and not ignorable, but holds a non-default value")
     if not (o.preferred_read_replica == -1):
         raise ValueError("PartitionData.preferred_read_replica is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
+    out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _write_array(out, o.aborted_transactions, True, _e_AbortedTransaction_0)
     _write_records(out, chunks, o.records, False)
 
@@ -378,7 +357,7 @@ def _d_FetchableTopicResponse_1(b, p):
     o = _new(FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 30, False, _d_PartitionData_1)
+    o.partitions, p = _read_array(b, p, 38, False, _d_PartitionData_1)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -388,7 +367,7 @@ def _e_FetchableTopicResponse_1(out, chunks, o):
     _write_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_1)
 
 
-def _d_FetchResponse_2(b, p):
+def _d_FetchResponse_1(b, p):
     o = _new(FetchResponse)
     o.error_code = 0
     o.session_id = 0
@@ -400,7 +379,7 @@ def _d_FetchResponse_2(b, p):
     return o, p
 
 
-def _e_FetchResponse_2(out, chunks, o):
+def _e_FetchResponse_1(out, chunks, o):
     if not (o.session_id == 0):
         raise ValueError("FetchResponse.session_id is not in this version and not ignorable, but holds a non-default value")
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
@@ -409,87 +388,24 @@ def _e_FetchResponse_2(out, chunks, o):
     _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_1)
 
 
-def _d_PartitionData_2(b, p):
-    o = _new(PartitionData)
-    o.diverging_epoch = EpochEndOffset()
-    o.current_leader = LeaderIdAndEpoch()
-    o.snapshot_id = SnapshotId()
-    o.preferred_read_replica = -1
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _S_ihqqq.unpack_from(b, p)
-    p += 30
-    o.aborted_transactions, p = _read_array(b, p, 16, True, _d_AbortedTransaction_0)
-    o.records, p = _read_records(b, p)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_PartitionData_2(out, chunks, o):
-    if not ((o.diverging_epoch is not None and _isdef_EpochEndOffset(o.diverging_epoch))):
-        raise ValueError("PartitionData.diverging_epoch is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
-        raise ValueError("PartitionData.current_leader is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.snapshot_id is not None and _isdef_SnapshotId(o.snapshot_id))):
-        raise ValueError("PartitionData.snapshot_id is not in this version and not ignorable, but holds a non-default value")
-    if not (o.preferred_read_replica == -1):
-        raise ValueError("PartitionData.preferred_read_replica is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
-    _write_array(out, o.aborted_transactions, True, _e_AbortedTransaction_0)
-    _write_records(out, chunks, o.records, False)
-
-
-def _d_FetchableTopicResponse_2(b, p):
-    o = _new(FetchableTopicResponse)
-    o.topic_id = _ZERO_UUID
-    o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 38, False, _d_PartitionData_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_FetchableTopicResponse_2(out, chunks, o):
-    _write_string(out, o.topic)
-    _write_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_2)
-
-
-def _d_FetchResponse_3(b, p):
-    o = _new(FetchResponse)
-    o.error_code = 0
-    o.session_id = 0
-    o.node_endpoints = []
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_FetchResponse_3(out, chunks, o):
-    if not (o.session_id == 0):
-        raise ValueError("FetchResponse.session_id is not in this version and not ignorable, but holds a non-default value")
-    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    out += _S_i.pack(o.throttle_time_ms)
-    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_2)
-
-
-def _d_FetchResponse_4(b, p):
+def _d_FetchResponse_2(b, p):
     o = _new(FetchResponse)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
     p += 10
-    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_2)
+    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_1)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_FetchResponse_4(out, chunks, o):
+def _e_FetchResponse_2(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_2)
+    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_1)
 
 
-def _d_PartitionData_3(b, p):
+def _d_PartitionData_2(b, p):
     o = _new(PartitionData)
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
@@ -504,7 +420,7 @@ def _d_PartitionData_3(b, p):
     return o, p
 
 
-def _e_PartitionData_3(out, chunks, o):
+def _e_PartitionData_2(out, chunks, o):
     if not ((o.diverging_epoch is not None and _isdef_EpochEndOffset(o.diverging_epoch))):
         raise ValueError("PartitionData.diverging_epoch is not in this version and not ignorable, but holds a non-default value")
     if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
@@ -517,35 +433,35 @@ def _e_PartitionData_3(out, chunks, o):
     _write_records(out, chunks, o.records, False)
 
 
-def _d_FetchableTopicResponse_3(b, p):
+def _d_FetchableTopicResponse_2(b, p):
     o = _new(FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 42, False, _d_PartitionData_3)
+    o.partitions, p = _read_array(b, p, 42, False, _d_PartitionData_2)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_FetchableTopicResponse_3(out, chunks, o):
+def _e_FetchableTopicResponse_2(out, chunks, o):
     _write_string(out, o.topic)
-    _write_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_3)
+    _write_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_2)
 
 
-def _d_FetchResponse_5(b, p):
+def _d_FetchResponse_3(b, p):
     o = _new(FetchResponse)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
     p += 10
-    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_3)
+    o.responses, p = _read_array(b, p, 6, False, _d_FetchableTopicResponse_2)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_FetchResponse_5(out, chunks, o):
+def _e_FetchResponse_3(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_3)
+    _write_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_2)
 
 
 def _d_EpochEndOffset_0(b, p):
@@ -628,7 +544,7 @@ def _e_AbortedTransaction_1(out, o):
         out.append(0)
 
 
-def _d_PartitionData_4(b, p):
+def _d_PartitionData_3(b, p):
     o = _new(PartitionData)
     o.diverging_epoch = EpochEndOffset()
     o.current_leader = LeaderIdAndEpoch()
@@ -663,7 +579,7 @@ def _d_PartitionData_4(b, p):
     return o, p
 
 
-def _e_PartitionData_4(out, chunks, o):
+def _e_PartitionData_3(out, chunks, o):
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _write_compact_array(out, o.aborted_transactions, True, _e_AbortedTransaction_1)
     out += _S_i.pack(o.preferred_read_replica)
@@ -690,11 +606,60 @@ def _e_PartitionData_4(out, chunks, o):
         out.append(0)
 
 
-def _d_FetchableTopicResponse_4(b, p):
+def _d_FetchableTopicResponse_3(b, p):
     o = _new(FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 37, False, _d_PartitionData_4)
+    o.partitions, p = _read_compact_array(b, p, 37, False, _d_PartitionData_3)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_FetchableTopicResponse_3(out, chunks, o):
+    _write_compact_string(out, o.topic)
+    _write_compact_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_3)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_FetchResponse_4(b, p):
+    o = _new(FetchResponse)
+    o.node_endpoints = []
+    o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
+    p += 10
+    o.responses, p = _read_compact_array(b, p, 3, False, _d_FetchableTopicResponse_3)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_FetchResponse_4(out, chunks, o):
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    _write_compact_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_3)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_FetchableTopicResponse_4(b, p):
+    o = _new(FetchableTopicResponse)
+    o.topic = ''
+    u0, = _S_U.unpack_from(b, p)
+    o.topic_id = _uuid_from_bytes(u0)
+    p += 16
+    o.partitions, p = _read_compact_array(b, p, 37, False, _d_PartitionData_3)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -704,20 +669,20 @@ def _d_FetchableTopicResponse_4(b, p):
 
 
 def _e_FetchableTopicResponse_4(out, chunks, o):
-    _write_compact_string(out, o.topic)
-    _write_compact_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_4)
+    out += _S_U.pack(o.topic_id.bytes)
+    _write_compact_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_3)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_FetchResponse_6(b, p):
+def _d_FetchResponse_5(b, p):
     o = _new(FetchResponse)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
     p += 10
-    o.responses, p = _read_compact_array(b, p, 3, False, _d_FetchableTopicResponse_4)
+    o.responses, p = _read_compact_array(b, p, 18, False, _d_FetchableTopicResponse_4)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -726,60 +691,11 @@ def _d_FetchResponse_6(b, p):
     return o, p
 
 
-def _e_FetchResponse_6(out, chunks, o):
+def _e_FetchResponse_5(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     _write_compact_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_4)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_FetchableTopicResponse_5(b, p):
-    o = _new(FetchableTopicResponse)
-    o.topic = ''
-    u0, = _S_U.unpack_from(b, p)
-    o.topic_id = _uuid_from_bytes(u0)
-    p += 16
-    o.partitions, p = _read_compact_array(b, p, 37, False, _d_PartitionData_4)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_FetchableTopicResponse_5(out, chunks, o):
-    out += _S_U.pack(o.topic_id.bytes)
-    _write_compact_array_chunked(out, chunks, o.partitions, False, _e_PartitionData_4)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_FetchResponse_7(b, p):
-    o = _new(FetchResponse)
-    o.node_endpoints = []
-    o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
-    p += 10
-    o.responses, p = _read_compact_array(b, p, 18, False, _d_FetchableTopicResponse_5)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_FetchResponse_7(out, chunks, o):
-    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise ValueError("FetchResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    _write_compact_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_5)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -813,12 +729,12 @@ def _e_NodeEndpoint_0(out, o):
         out.append(0)
 
 
-def _d_FetchResponse_8(b, p):
+def _d_FetchResponse_6(b, p):
     o = _new(FetchResponse)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _S_ihi.unpack_from(b, p)
     p += 10
-    o.responses, p = _read_compact_array(b, p, 18, False, _d_FetchableTopicResponse_5)
+    o.responses, p = _read_compact_array(b, p, 18, False, _d_FetchableTopicResponse_4)
     o.unknown_tagged_fields = None
     if b[p] == 0:
         p += 1
@@ -839,9 +755,9 @@ def _d_FetchResponse_8(b, p):
     return o, p
 
 
-def _e_FetchResponse_8(out, chunks, o):
+def _e_FetchResponse_6(out, chunks, o):
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
-    _write_compact_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_5)
+    _write_compact_array_chunked(out, chunks, o.responses, False, _e_FetchableTopicResponse_4)
     tagged = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         t = bytearray()
@@ -921,5 +837,5 @@ def _isdef_NodeEndpoint(o):
     )
 
 
-FetchResponse._DECODERS = (_d_FetchResponse_0, _d_FetchResponse_1, _d_FetchResponse_1, _d_FetchResponse_1, _d_FetchResponse_2, _d_FetchResponse_3, _d_FetchResponse_3, _d_FetchResponse_4, _d_FetchResponse_4, _d_FetchResponse_4, _d_FetchResponse_4, _d_FetchResponse_5, _d_FetchResponse_6, _d_FetchResponse_7, _d_FetchResponse_7, _d_FetchResponse_7, _d_FetchResponse_8,)
-FetchResponse._ENCODERS = (_e_FetchResponse_0, _e_FetchResponse_1, _e_FetchResponse_1, _e_FetchResponse_1, _e_FetchResponse_2, _e_FetchResponse_3, _e_FetchResponse_3, _e_FetchResponse_4, _e_FetchResponse_4, _e_FetchResponse_4, _e_FetchResponse_4, _e_FetchResponse_5, _e_FetchResponse_6, _e_FetchResponse_7, _e_FetchResponse_7, _e_FetchResponse_7, _e_FetchResponse_8,)
+FetchResponse._DECODERS = (_d_FetchResponse_0, _d_FetchResponse_1, _d_FetchResponse_1, _d_FetchResponse_2, _d_FetchResponse_2, _d_FetchResponse_2, _d_FetchResponse_2, _d_FetchResponse_3, _d_FetchResponse_4, _d_FetchResponse_5, _d_FetchResponse_5, _d_FetchResponse_5, _d_FetchResponse_6, _d_FetchResponse_6,)
+FetchResponse._ENCODERS = (_e_FetchResponse_0, _e_FetchResponse_1, _e_FetchResponse_1, _e_FetchResponse_2, _e_FetchResponse_2, _e_FetchResponse_2, _e_FetchResponse_2, _e_FetchResponse_3, _e_FetchResponse_4, _e_FetchResponse_5, _e_FetchResponse_5, _e_FetchResponse_5, _e_FetchResponse_6, _e_FetchResponse_6,)

@@ -77,8 +77,8 @@ class TopicSnapshot(_Struct):
 
 
 class PartitionSnapshot(_Struct):
-    __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'unknown_tagged_fields')
-    _FIELDS = ('partition', 'current_leader_epoch', 'snapshot_id', 'position')
+    __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields')
+    _FIELDS = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id')
 
     def __init__(
         self,
@@ -87,12 +87,14 @@ class PartitionSnapshot(_Struct):
         current_leader_epoch: int = 0,
         snapshot_id: SnapshotId | None = None,
         position: int = 0,
+        replica_directory_id: uuid.UUID = _ZERO_UUID,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.snapshot_id = SnapshotId() if snapshot_id is None else snapshot_id
         self.position = position
+        self.replica_directory_id = replica_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -121,7 +123,7 @@ class FetchSnapshotRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 59
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicSnapshot = TopicSnapshot
@@ -170,6 +172,7 @@ def _e_SnapshotId_0(out, o):
 
 def _d_PartitionSnapshot_0(b, p):
     o = _new(PartitionSnapshot)
+    o.replica_directory_id = _ZERO_UUID
     o.partition, o.current_leader_epoch = _S_ii.unpack_from(b, p)
     p += 8
     o.snapshot_id, p = _d_SnapshotId_0(b, p)
@@ -255,6 +258,111 @@ def _e_FetchSnapshotRequest_0(out, chunks, o):
         out.append(0)
 
 
+def _d_PartitionSnapshot_1(b, p):
+    o = _new(PartitionSnapshot)
+    o.replica_directory_id = _ZERO_UUID
+    o.partition, o.current_leader_epoch = _S_ii.unpack_from(b, p)
+    p += 8
+    o.snapshot_id, p = _d_SnapshotId_0(b, p)
+    o.position, = _S_q.unpack_from(b, p)
+    p += 8
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.replica_directory_id, p = _read_uuid(b, p)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_PartitionSnapshot_1(out, o):
+    out += _S_ii.pack(o.partition, o.current_leader_epoch)
+    v = o.snapshot_id
+    _e_SnapshotId_0(out, v)
+    out += _S_q.pack(o.position)
+    tagged = []
+    if not (o.replica_directory_id == _ZERO_UUID):
+        t = bytearray()
+        t += o.replica_directory_id.bytes
+        tagged.append((0, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0)
+    else:
+        out.append(0)
+
+
+def _d_TopicSnapshot_1(b, p):
+    o = _new(TopicSnapshot)
+    o.name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 30, False, _d_PartitionSnapshot_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicSnapshot_1(out, o):
+    _write_compact_string(out, o.name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionSnapshot_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_FetchSnapshotRequest_1(b, p):
+    o = _new(FetchSnapshotRequest)
+    o.cluster_id = None
+    o.replica_id, o.max_bytes = _S_ii.unpack_from(b, p)
+    p += 8
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicSnapshot_1)
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.cluster_id, p = _read_compact_nullable_string(b, p)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_FetchSnapshotRequest_1(out, chunks, o):
+    out += _S_ii.pack(o.replica_id, o.max_bytes)
+    _write_compact_array(out, o.topics, False, _e_TopicSnapshot_1)
+    tagged = []
+    if not (o.cluster_id is None):
+        t = bytearray()
+        _write_compact_nullable_string(t, o.cluster_id)
+        tagged.append((0, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0)
+    else:
+        out.append(0)
+
+
 def _isdef_TopicSnapshot(o):
     return (
         o.name == ''
@@ -269,6 +377,7 @@ def _isdef_PartitionSnapshot(o):
         and o.current_leader_epoch == 0
         and (o.snapshot_id is not None and _isdef_SnapshotId(o.snapshot_id))
         and o.position == 0
+        and o.replica_directory_id == _ZERO_UUID
         and not o.unknown_tagged_fields
     )
 
@@ -281,5 +390,5 @@ def _isdef_SnapshotId(o):
     )
 
 
-FetchSnapshotRequest._DECODERS = (_d_FetchSnapshotRequest_0,)
-FetchSnapshotRequest._ENCODERS = (_e_FetchSnapshotRequest_0,)
+FetchSnapshotRequest._DECODERS = (_d_FetchSnapshotRequest_0, _d_FetchSnapshotRequest_1,)
+FetchSnapshotRequest._ENCODERS = (_e_FetchSnapshotRequest_0, _e_FetchSnapshotRequest_1,)

@@ -54,6 +54,8 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_H = _StructFormat('>H')
+_S_i = _StructFormat('>i')
 _S_ih = _StructFormat('>ih')
 _S_ii = _StructFormat('>ii')
 _S_qi = _StructFormat('>qi')
@@ -135,22 +137,41 @@ class LeaderIdAndEpoch(_Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
+class NodeEndpoint(_Struct):
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
+    _FIELDS = ('node_id', 'host', 'port')
+
+    def __init__(
+        self,
+        *,
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
 class FetchSnapshotResponse(_Message):
     """FetchSnapshotResponse (response, from messages/FetchSnapshotResponse.json)."""
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('throttle_time_ms', 'error_code', 'topics')
+    __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints')
     NAME = 'FetchSnapshotResponse'
     SPEC_TYPE = 'response'
     API_KEY = 59
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = True
     TopicSnapshot = TopicSnapshot
     PartitionSnapshot = PartitionSnapshot
     SnapshotId = SnapshotId
     LeaderIdAndEpoch = LeaderIdAndEpoch
+    NodeEndpoint = NodeEndpoint
 
     def __init__(
         self,
@@ -158,17 +179,20 @@ class FetchSnapshotResponse(_Message):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         topics: list[TopicSnapshot] | None = None,
+        node_endpoints: list[NodeEndpoint] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.topics = [] if topics is None else topics
+        self.node_endpoints = [] if node_endpoints is None else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 TopicSnapshot.__qualname__ = 'FetchSnapshotResponse.TopicSnapshot'
 PartitionSnapshot.__qualname__ = 'FetchSnapshotResponse.PartitionSnapshot'
 SnapshotId.__qualname__ = 'FetchSnapshotResponse.SnapshotId'
 LeaderIdAndEpoch.__qualname__ = 'FetchSnapshotResponse.LeaderIdAndEpoch'
+NodeEndpoint.__qualname__ = 'FetchSnapshotResponse.NodeEndpoint'
 
 
 def _d_SnapshotId_0(b, p):
@@ -281,6 +305,7 @@ def _e_TopicSnapshot_0(out, chunks, o):
 
 def _d_FetchSnapshotResponse_0(b, p):
     o = _new(FetchSnapshotResponse)
+    o.node_endpoints = []
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
     o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicSnapshot_0)
@@ -293,10 +318,77 @@ def _d_FetchSnapshotResponse_0(b, p):
 
 
 def _e_FetchSnapshotResponse_0(out, chunks, o):
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise ValueError("FetchSnapshotResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _write_compact_array_chunked(out, chunks, o.topics, False, _e_TopicSnapshot_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_NodeEndpoint_0(b, p):
+    o = _new(NodeEndpoint)
+    o.node_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_H.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_NodeEndpoint_0(out, o):
+    out += _S_i.pack(o.node_id)
+    _write_compact_string(out, o.host)
+    out += _S_H.pack(o.port)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_FetchSnapshotResponse_1(b, p):
+    o = _new(FetchSnapshotResponse)
+    o.node_endpoints = []
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
+    p += 6
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicSnapshot_0)
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.node_endpoints, p = _read_compact_array(b, p, 8, False, _d_NodeEndpoint_0)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_FetchSnapshotResponse_1(out, chunks, o):
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _write_compact_array_chunked(out, chunks, o.topics, False, _e_TopicSnapshot_0)
+    tagged = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        _write_compact_array(t, o.node_endpoints, False, _e_NodeEndpoint_0)
+        tagged.append((0, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0)
     else:
         out.append(0)
 
@@ -338,5 +430,14 @@ def _isdef_LeaderIdAndEpoch(o):
     )
 
 
-FetchSnapshotResponse._DECODERS = (_d_FetchSnapshotResponse_0,)
-FetchSnapshotResponse._ENCODERS = (_e_FetchSnapshotResponse_0,)
+def _isdef_NodeEndpoint(o):
+    return (
+        o.node_id == 0
+        and o.host == ''
+        and o.port == 0
+        and not o.unknown_tagged_fields
+    )
+
+
+FetchSnapshotResponse._DECODERS = (_d_FetchSnapshotResponse_0, _d_FetchSnapshotResponse_1,)
+FetchSnapshotResponse._ENCODERS = (_e_FetchSnapshotResponse_0, _e_FetchSnapshotResponse_1,)

@@ -66,7 +66,7 @@ class FindCoordinatorRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 10
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
 
@@ -169,5 +169,5 @@ def _e_FindCoordinatorRequest_3(out, chunks, o):
         out.append(0)
 
 
-FindCoordinatorRequest._DECODERS = (_d_FindCoordinatorRequest_0, _d_FindCoordinatorRequest_1, _d_FindCoordinatorRequest_1, _d_FindCoordinatorRequest_2, _d_FindCoordinatorRequest_3, _d_FindCoordinatorRequest_3,)
-FindCoordinatorRequest._ENCODERS = (_e_FindCoordinatorRequest_0, _e_FindCoordinatorRequest_1, _e_FindCoordinatorRequest_1, _e_FindCoordinatorRequest_2, _e_FindCoordinatorRequest_3, _e_FindCoordinatorRequest_3,)
+FindCoordinatorRequest._DECODERS = (_d_FindCoordinatorRequest_0, _d_FindCoordinatorRequest_1, _d_FindCoordinatorRequest_1, _d_FindCoordinatorRequest_2, _d_FindCoordinatorRequest_3, _d_FindCoordinatorRequest_3, _d_FindCoordinatorRequest_3,)
+FindCoordinatorRequest._ENCODERS = (_e_FindCoordinatorRequest_0, _e_FindCoordinatorRequest_1, _e_FindCoordinatorRequest_1, _e_FindCoordinatorRequest_2, _e_FindCoordinatorRequest_3, _e_FindCoordinatorRequest_3, _e_FindCoordinatorRequest_3,)

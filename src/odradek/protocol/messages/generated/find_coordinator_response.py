@@ -92,7 +92,7 @@ class FindCoordinatorResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 10
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
     Coordinator = Coordinator
@@ -277,5 +277,5 @@ def _isdef_Coordinator(o):
     )
 
 
-FindCoordinatorResponse._DECODERS = (_d_FindCoordinatorResponse_0, _d_FindCoordinatorResponse_1, _d_FindCoordinatorResponse_1, _d_FindCoordinatorResponse_2, _d_FindCoordinatorResponse_3, _d_FindCoordinatorResponse_3,)
-FindCoordinatorResponse._ENCODERS = (_e_FindCoordinatorResponse_0, _e_FindCoordinatorResponse_1, _e_FindCoordinatorResponse_1, _e_FindCoordinatorResponse_2, _e_FindCoordinatorResponse_3, _e_FindCoordinatorResponse_3,)
+FindCoordinatorResponse._DECODERS = (_d_FindCoordinatorResponse_0, _d_FindCoordinatorResponse_1, _d_FindCoordinatorResponse_1, _d_FindCoordinatorResponse_2, _d_FindCoordinatorResponse_3, _d_FindCoordinatorResponse_3, _d_FindCoordinatorResponse_3,)
+FindCoordinatorResponse._ENCODERS = (_e_FindCoordinatorResponse_0, _e_FindCoordinatorResponse_1, _e_FindCoordinatorResponse_1, _e_FindCoordinatorResponse_2, _e_FindCoordinatorResponse_3, _e_FindCoordinatorResponse_3, _e_FindCoordinatorResponse_3,)

@@ -54,7 +54,6 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
-_S_i = _StructFormat('>i')
 _S_ii = _StructFormat('>ii')
 
 
@@ -82,7 +81,7 @@ class JoinGroupRequest(_Message):
     NAME = 'JoinGroupRequest'
     SPEC_TYPE = 'request'
     API_KEY = 11
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 9
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
@@ -129,31 +128,6 @@ def _e_JoinGroupRequestProtocol_0(out, o):
 
 def _d_JoinGroupRequest_0(b, p):
     o = _new(JoinGroupRequest)
-    o.rebalance_timeout_ms = -1
-    o.group_instance_id = None
-    o.reason = None
-    o.group_id, p = _read_string(b, p)
-    o.session_timeout_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.member_id, p = _read_string(b, p)
-    o.protocol_type, p = _read_string(b, p)
-    o.protocols, p = _read_array(b, p, 6, False, _d_JoinGroupRequestProtocol_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_JoinGroupRequest_0(out, chunks, o):
-    if not (o.group_instance_id is None):
-        raise ValueError("JoinGroupRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
-    _write_string(out, o.group_id)
-    out += _S_i.pack(o.session_timeout_ms)
-    _write_string(out, o.member_id)
-    _write_string(out, o.protocol_type)
-    _write_array(out, o.protocols, False, _e_JoinGroupRequestProtocol_0)
-
-
-def _d_JoinGroupRequest_1(b, p):
-    o = _new(JoinGroupRequest)
     o.group_instance_id = None
     o.reason = None
     o.group_id, p = _read_string(b, p)
@@ -166,7 +140,7 @@ def _d_JoinGroupRequest_1(b, p):
     return o, p
 
 
-def _e_JoinGroupRequest_1(out, chunks, o):
+def _e_JoinGroupRequest_0(out, chunks, o):
     if not (o.group_instance_id is None):
         raise ValueError("JoinGroupRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
     _write_string(out, o.group_id)
@@ -176,7 +150,7 @@ def _e_JoinGroupRequest_1(out, chunks, o):
     _write_array(out, o.protocols, False, _e_JoinGroupRequestProtocol_0)
 
 
-def _d_JoinGroupRequest_2(b, p):
+def _d_JoinGroupRequest_1(b, p):
     o = _new(JoinGroupRequest)
     o.reason = None
     o.group_id, p = _read_string(b, p)
@@ -190,7 +164,7 @@ def _d_JoinGroupRequest_2(b, p):
     return o, p
 
 
-def _e_JoinGroupRequest_2(out, chunks, o):
+def _e_JoinGroupRequest_1(out, chunks, o):
     _write_string(out, o.group_id)
     out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _write_string(out, o.member_id)
@@ -220,7 +194,7 @@ def _e_JoinGroupRequestProtocol_1(out, o):
         out.append(0)
 
 
-def _d_JoinGroupRequest_3(b, p):
+def _d_JoinGroupRequest_2(b, p):
     o = _new(JoinGroupRequest)
     o.reason = None
     o.group_id, p = _read_compact_string(b, p)
@@ -238,7 +212,7 @@ def _d_JoinGroupRequest_3(b, p):
     return o, p
 
 
-def _e_JoinGroupRequest_3(out, chunks, o):
+def _e_JoinGroupRequest_2(out, chunks, o):
     _write_compact_string(out, o.group_id)
     out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _write_compact_string(out, o.member_id)
@@ -251,7 +225,7 @@ def _e_JoinGroupRequest_3(out, chunks, o):
         out.append(0)
 
 
-def _d_JoinGroupRequest_4(b, p):
+def _d_JoinGroupRequest_3(b, p):
     o = _new(JoinGroupRequest)
     o.group_id, p = _read_compact_string(b, p)
     o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(b, p)
@@ -269,7 +243,7 @@ def _d_JoinGroupRequest_4(b, p):
     return o, p
 
 
-def _e_JoinGroupRequest_4(out, chunks, o):
+def _e_JoinGroupRequest_3(out, chunks, o):
     _write_compact_string(out, o.group_id)
     out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _write_compact_string(out, o.member_id)
@@ -291,5 +265,5 @@ def _isdef_JoinGroupRequestProtocol(o):
     )
 
 
-JoinGroupRequest._DECODERS = (_d_JoinGroupRequest_0, _d_JoinGroupRequest_1, _d_JoinGroupRequest_1, _d_JoinGroupRequest_1, _d_JoinGroupRequest_1, _d_JoinGroupRequest_2, _d_JoinGroupRequest_3, _d_JoinGroupRequest_3, _d_JoinGroupRequest_4, _d_JoinGroupRequest_4,)
-JoinGroupRequest._ENCODERS = (_e_JoinGroupRequest_0, _e_JoinGroupRequest_1, _e_JoinGroupRequest_1, _e_JoinGroupRequest_1, _e_JoinGroupRequest_1, _e_JoinGroupRequest_2, _e_JoinGroupRequest_3, _e_JoinGroupRequest_3, _e_JoinGroupRequest_4, _e_JoinGroupRequest_4,)
+JoinGroupRequest._DECODERS = (_d_JoinGroupRequest_0, _d_JoinGroupRequest_0, _d_JoinGroupRequest_0, _d_JoinGroupRequest_1, _d_JoinGroupRequest_2, _d_JoinGroupRequest_2, _d_JoinGroupRequest_3, _d_JoinGroupRequest_3,)
+JoinGroupRequest._ENCODERS = (_e_JoinGroupRequest_0, _e_JoinGroupRequest_0, _e_JoinGroupRequest_0, _e_JoinGroupRequest_1, _e_JoinGroupRequest_2, _e_JoinGroupRequest_2, _e_JoinGroupRequest_3, _e_JoinGroupRequest_3,)

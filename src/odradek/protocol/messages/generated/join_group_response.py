@@ -54,7 +54,6 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
-_S_hi = _StructFormat('>hi')
 _S_ihi = _StructFormat('>ihi')
 _S_z = _StructFormat('>?')
 
@@ -85,7 +84,7 @@ class JoinGroupResponse(_Message):
     NAME = 'JoinGroupResponse'
     SPEC_TYPE = 'response'
     API_KEY = 11
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 9
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
@@ -135,31 +134,6 @@ def _e_JoinGroupResponseMember_0(out, o):
 
 def _d_JoinGroupResponse_0(b, p):
     o = _new(JoinGroupResponse)
-    o.throttle_time_ms = 0
-    o.protocol_type = None
-    o.skip_assignment = False
-    o.error_code, o.generation_id = _S_hi.unpack_from(b, p)
-    p += 6
-    o.protocol_name, p = _read_string(b, p)
-    o.leader, p = _read_string(b, p)
-    o.member_id, p = _read_string(b, p)
-    o.members, p = _read_array(b, p, 6, False, _d_JoinGroupResponseMember_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_JoinGroupResponse_0(out, chunks, o):
-    if not (o.skip_assignment == False):
-        raise ValueError("JoinGroupResponse.skip_assignment is not in this version and not ignorable, but holds a non-default value")
-    out += _S_hi.pack(o.error_code, o.generation_id)
-    _write_string(out, o.protocol_name)
-    _write_string(out, o.leader)
-    _write_string(out, o.member_id)
-    _write_array(out, o.members, False, _e_JoinGroupResponseMember_0)
-
-
-def _d_JoinGroupResponse_1(b, p):
-    o = _new(JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(b, p)
@@ -172,7 +146,7 @@ def _d_JoinGroupResponse_1(b, p):
     return o, p
 
 
-def _e_JoinGroupResponse_1(out, chunks, o):
+def _e_JoinGroupResponse_0(out, chunks, o):
     if not (o.skip_assignment == False):
         raise ValueError("JoinGroupResponse.skip_assignment is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -197,7 +171,7 @@ def _e_JoinGroupResponseMember_1(out, o):
     _write_bytes(out, o.metadata)
 
 
-def _d_JoinGroupResponse_2(b, p):
+def _d_JoinGroupResponse_1(b, p):
     o = _new(JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
@@ -211,7 +185,7 @@ def _d_JoinGroupResponse_2(b, p):
     return o, p
 
 
-def _e_JoinGroupResponse_2(out, chunks, o):
+def _e_JoinGroupResponse_1(out, chunks, o):
     if not (o.skip_assignment == False):
         raise ValueError("JoinGroupResponse.skip_assignment is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -244,7 +218,7 @@ def _e_JoinGroupResponseMember_2(out, o):
         out.append(0)
 
 
-def _d_JoinGroupResponse_3(b, p):
+def _d_JoinGroupResponse_2(b, p):
     o = _new(JoinGroupResponse)
     o.protocol_type = None
     o.skip_assignment = False
@@ -262,7 +236,7 @@ def _d_JoinGroupResponse_3(b, p):
     return o, p
 
 
-def _e_JoinGroupResponse_3(out, chunks, o):
+def _e_JoinGroupResponse_2(out, chunks, o):
     if not (o.skip_assignment == False):
         raise ValueError("JoinGroupResponse.skip_assignment is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -276,7 +250,7 @@ def _e_JoinGroupResponse_3(out, chunks, o):
         out.append(0)
 
 
-def _d_JoinGroupResponse_4(b, p):
+def _d_JoinGroupResponse_3(b, p):
     o = _new(JoinGroupResponse)
     o.skip_assignment = False
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(b, p)
@@ -294,7 +268,7 @@ def _d_JoinGroupResponse_4(b, p):
     return o, p
 
 
-def _e_JoinGroupResponse_4(out, chunks, o):
+def _e_JoinGroupResponse_3(out, chunks, o):
     if not (o.skip_assignment == False):
         raise ValueError("JoinGroupResponse.skip_assignment is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -309,7 +283,7 @@ def _e_JoinGroupResponse_4(out, chunks, o):
         out.append(0)
 
 
-def _d_JoinGroupResponse_5(b, p):
+def _d_JoinGroupResponse_4(b, p):
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(b, p)
     p += 10
@@ -328,7 +302,7 @@ def _d_JoinGroupResponse_5(b, p):
     return o, p
 
 
-def _e_JoinGroupResponse_5(out, chunks, o):
+def _e_JoinGroupResponse_4(out, chunks, o):
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _write_compact_nullable_string(out, o.protocol_type)
     _write_compact_nullable_string(out, o.protocol_name)
@@ -351,5 +325,5 @@ def _isdef_JoinGroupResponseMember(o):
     )
 
 
-JoinGroupResponse._DECODERS = (_d_JoinGroupResponse_0, _d_JoinGroupResponse_0, _d_JoinGroupResponse_1, _d_JoinGroupResponse_1, _d_JoinGroupResponse_1, _d_JoinGroupResponse_2, _d_JoinGroupResponse_3, _d_JoinGroupResponse_4, _d_JoinGroupResponse_4, _d_JoinGroupResponse_5,)
-JoinGroupResponse._ENCODERS = (_e_JoinGroupResponse_0, _e_JoinGroupResponse_0, _e_JoinGroupResponse_1, _e_JoinGroupResponse_1, _e_JoinGroupResponse_1, _e_JoinGroupResponse_2, _e_JoinGroupResponse_3, _e_JoinGroupResponse_4, _e_JoinGroupResponse_4, _e_JoinGroupResponse_5,)
+JoinGroupResponse._DECODERS = (_d_JoinGroupResponse_0, _d_JoinGroupResponse_0, _d_JoinGroupResponse_0, _d_JoinGroupResponse_1, _d_JoinGroupResponse_2, _d_JoinGroupResponse_3, _d_JoinGroupResponse_3, _d_JoinGroupResponse_4,)
+JoinGroupResponse._ENCODERS = (_e_JoinGroupResponse_0, _e_JoinGroupResponse_0, _e_JoinGroupResponse_0, _e_JoinGroupResponse_1, _e_JoinGroupResponse_2, _e_JoinGroupResponse_3, _e_JoinGroupResponse_3, _e_JoinGroupResponse_4,)

@@ -56,19 +56,22 @@ _new = object.__new__
 
 _S_hi = _StructFormat('>hi')
 _S_i = _StructFormat('>i')
+_S_iU = _StructFormat('>i16s')
 
 
 class Voter(_Struct):
-    __slots__ = ('voter_id', 'unknown_tagged_fields')
-    _FIELDS = ('voter_id',)
+    __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields')
+    _FIELDS = ('voter_id', 'voter_directory_id')
 
     def __init__(
         self,
         *,
         voter_id: int = 0,
+        voter_directory_id: uuid.UUID = _ZERO_UUID,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -81,7 +84,7 @@ class LeaderChangeMessage(_Message):
     SPEC_TYPE = 'data'
     API_KEY = None
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     Voter = Voter
@@ -106,6 +109,7 @@ Voter.__qualname__ = 'LeaderChangeMessage.Voter'
 
 def _d_Voter_0(b, p):
     o = _new(Voter)
+    o.voter_directory_id = _ZERO_UUID
     o.voter_id, = _S_i.unpack_from(b, p)
     p += 4
     if b[p]:
@@ -117,6 +121,8 @@ def _d_Voter_0(b, p):
 
 
 def _e_Voter_0(out, o):
+    if not (o.voter_directory_id == _ZERO_UUID):
+        raise ValueError("Voter.voter_directory_id is not in this version and not ignorable, but holds a non-default value")
     out += _S_i.pack(o.voter_id)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -148,12 +154,58 @@ def _e_LeaderChangeMessage_0(out, chunks, o):
         out.append(0)
 
 
+def _d_Voter_1(b, p):
+    o = _new(Voter)
+    o.voter_id, u1 = _S_iU.unpack_from(b, p)
+    o.voter_directory_id = _uuid_from_bytes(u1)
+    p += 20
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_Voter_1(out, o):
+    out += _S_iU.pack(o.voter_id, o.voter_directory_id.bytes)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_LeaderChangeMessage_1(b, p):
+    o = _new(LeaderChangeMessage)
+    o.version, o.leader_id = _S_hi.unpack_from(b, p)
+    p += 6
+    o.voters, p = _read_compact_array(b, p, 21, False, _d_Voter_1)
+    o.granting_voters, p = _read_compact_array(b, p, 21, False, _d_Voter_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_LeaderChangeMessage_1(out, chunks, o):
+    out += _S_hi.pack(o.version, o.leader_id)
+    _write_compact_array(out, o.voters, False, _e_Voter_1)
+    _write_compact_array(out, o.granting_voters, False, _e_Voter_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_Voter(o):
     return (
         o.voter_id == 0
+        and o.voter_directory_id == _ZERO_UUID
         and not o.unknown_tagged_fields
     )
 
 
-LeaderChangeMessage._DECODERS = (_d_LeaderChangeMessage_0,)
-LeaderChangeMessage._ENCODERS = (_e_LeaderChangeMessage_0,)
+LeaderChangeMessage._DECODERS = (_d_LeaderChangeMessage_0, _d_LeaderChangeMessage_1,)
+LeaderChangeMessage._ENCODERS = (_e_LeaderChangeMessage_0, _e_LeaderChangeMessage_1,)

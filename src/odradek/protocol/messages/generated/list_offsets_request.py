@@ -58,7 +58,6 @@ _S_i = _StructFormat('>i')
 _S_ib = _StructFormat('>ib')
 _S_iiq = _StructFormat('>iiq')
 _S_iq = _StructFormat('>iq')
-_S_iqi = _StructFormat('>iqi')
 
 
 class ListOffsetsTopic(_Struct):
@@ -78,8 +77,8 @@ class ListOffsetsTopic(_Struct):
 
 
 class ListOffsetsPartition(_Struct):
-    __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
+    __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp')
 
     def __init__(
         self,
@@ -87,26 +86,24 @@ class ListOffsetsPartition(_Struct):
         partition_index: int = 0,
         current_leader_epoch: int = -1,
         timestamp: int = 0,
-        max_num_offsets: int = 1,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition_index = partition_index
         self.current_leader_epoch = current_leader_epoch
         self.timestamp = timestamp
-        self.max_num_offsets = max_num_offsets
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ListOffsetsRequest(_Message):
     """ListOffsetsRequest (request, from messages/ListOffsetsRequest.json)."""
 
-    __slots__ = ('replica_id', 'isolation_level', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('replica_id', 'isolation_level', 'topics')
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields')
+    _FIELDS = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
     NAME = 'ListOffsetsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 2
-    MIN_VERSION = 0
-    MAX_VERSION = 8
+    MIN_VERSION = 1
+    MAX_VERSION = 10
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
     ListOffsetsTopic = ListOffsetsTopic
@@ -118,11 +115,13 @@ class ListOffsetsRequest(_Message):
         replica_id: int = 0,
         isolation_level: int = 0,
         topics: list[ListOffsetsTopic] | None = None,
+        timeout_ms: int = 0,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.replica_id = replica_id
         self.isolation_level = isolation_level
         self.topics = [] if topics is None else topics
+        self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
 
 ListOffsetsTopic.__qualname__ = 'ListOffsetsRequest.ListOffsetsTopic'
@@ -132,20 +131,20 @@ ListOffsetsPartition.__qualname__ = 'ListOffsetsRequest.ListOffsetsPartition'
 def _d_ListOffsetsPartition_0(b, p):
     o = _new(ListOffsetsPartition)
     o.current_leader_epoch = -1
-    o.partition_index, o.timestamp, o.max_num_offsets = _S_iqi.unpack_from(b, p)
-    p += 16
+    o.partition_index, o.timestamp = _S_iq.unpack_from(b, p)
+    p += 12
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_ListOffsetsPartition_0(out, o):
-    out += _S_iqi.pack(o.partition_index, o.timestamp, o.max_num_offsets)
+    out += _S_iq.pack(o.partition_index, o.timestamp)
 
 
 def _d_ListOffsetsTopic_0(b, p):
     o = _new(ListOffsetsTopic)
     o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 16, False, _d_ListOffsetsPartition_0)
+    o.partitions, p = _read_array(b, p, 12, False, _d_ListOffsetsPartition_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -158,6 +157,7 @@ def _e_ListOffsetsTopic_0(out, o):
 def _d_ListOffsetsRequest_0(b, p):
     o = _new(ListOffsetsRequest)
     o.isolation_level = 0
+    o.timeout_ms = 0
     o.replica_id, = _S_i.unpack_from(b, p)
     p += 4
     o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopic_0)
@@ -172,26 +172,37 @@ def _e_ListOffsetsRequest_0(out, chunks, o):
     _write_array(out, o.topics, False, _e_ListOffsetsTopic_0)
 
 
+def _d_ListOffsetsRequest_1(b, p):
+    o = _new(ListOffsetsRequest)
+    o.timeout_ms = 0
+    o.replica_id, o.isolation_level = _S_ib.unpack_from(b, p)
+    p += 5
+    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopic_0)
+    o.unknown_tagged_fields = None
+    return o, p
+
+
+def _e_ListOffsetsRequest_1(out, chunks, o):
+    out += _S_ib.pack(o.replica_id, o.isolation_level)
+    _write_array(out, o.topics, False, _e_ListOffsetsTopic_0)
+
+
 def _d_ListOffsetsPartition_1(b, p):
     o = _new(ListOffsetsPartition)
-    o.current_leader_epoch = -1
-    o.max_num_offsets = 1
-    o.partition_index, o.timestamp = _S_iq.unpack_from(b, p)
-    p += 12
+    o.partition_index, o.current_leader_epoch, o.timestamp = _S_iiq.unpack_from(b, p)
+    p += 16
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_ListOffsetsPartition_1(out, o):
-    if not (o.max_num_offsets == 1):
-        raise ValueError("ListOffsetsPartition.max_num_offsets is not in this version and not ignorable, but holds a non-default value")
-    out += _S_iq.pack(o.partition_index, o.timestamp)
+    out += _S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
 def _d_ListOffsetsTopic_1(b, p):
     o = _new(ListOffsetsTopic)
     o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 12, False, _d_ListOffsetsPartition_1)
+    o.partitions, p = _read_array(b, p, 16, False, _d_ListOffsetsPartition_1)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -201,25 +212,9 @@ def _e_ListOffsetsTopic_1(out, o):
     _write_array(out, o.partitions, False, _e_ListOffsetsPartition_1)
 
 
-def _d_ListOffsetsRequest_1(b, p):
-    o = _new(ListOffsetsRequest)
-    o.isolation_level = 0
-    o.replica_id, = _S_i.unpack_from(b, p)
-    p += 4
-    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopic_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ListOffsetsRequest_1(out, chunks, o):
-    if not (o.isolation_level == 0):
-        raise ValueError("ListOffsetsRequest.isolation_level is not in this version and not ignorable, but holds a non-default value")
-    out += _S_i.pack(o.replica_id)
-    _write_array(out, o.topics, False, _e_ListOffsetsTopic_1)
-
-
 def _d_ListOffsetsRequest_2(b, p):
     o = _new(ListOffsetsRequest)
+    o.timeout_ms = 0
     o.replica_id, o.isolation_level = _S_ib.unpack_from(b, p)
     p += 5
     o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopic_1)
@@ -234,49 +229,6 @@ def _e_ListOffsetsRequest_2(out, chunks, o):
 
 def _d_ListOffsetsPartition_2(b, p):
     o = _new(ListOffsetsPartition)
-    o.max_num_offsets = 1
-    o.partition_index, o.current_leader_epoch, o.timestamp = _S_iiq.unpack_from(b, p)
-    p += 16
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ListOffsetsPartition_2(out, o):
-    if not (o.max_num_offsets == 1):
-        raise ValueError("ListOffsetsPartition.max_num_offsets is not in this version and not ignorable, but holds a non-default value")
-    out += _S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-
-
-def _d_ListOffsetsTopic_2(b, p):
-    o = _new(ListOffsetsTopic)
-    o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 16, False, _d_ListOffsetsPartition_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ListOffsetsTopic_2(out, o):
-    _write_string(out, o.name)
-    _write_array(out, o.partitions, False, _e_ListOffsetsPartition_2)
-
-
-def _d_ListOffsetsRequest_3(b, p):
-    o = _new(ListOffsetsRequest)
-    o.replica_id, o.isolation_level = _S_ib.unpack_from(b, p)
-    p += 5
-    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopic_2)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ListOffsetsRequest_3(out, chunks, o):
-    out += _S_ib.pack(o.replica_id, o.isolation_level)
-    _write_array(out, o.topics, False, _e_ListOffsetsTopic_2)
-
-
-def _d_ListOffsetsPartition_3(b, p):
-    o = _new(ListOffsetsPartition)
-    o.max_num_offsets = 1
     o.partition_index, o.current_leader_epoch, o.timestamp = _S_iiq.unpack_from(b, p)
     p += 16
     if b[p]:
@@ -287,9 +239,7 @@ def _d_ListOffsetsPartition_3(b, p):
     return o, p
 
 
-def _e_ListOffsetsPartition_3(out, o):
-    if not (o.max_num_offsets == 1):
-        raise ValueError("ListOffsetsPartition.max_num_offsets is not in this version and not ignorable, but holds a non-default value")
+def _e_ListOffsetsPartition_2(out, o):
     out += _S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -297,10 +247,10 @@ def _e_ListOffsetsPartition_3(out, o):
         out.append(0)
 
 
-def _d_ListOffsetsTopic_3(b, p):
+def _d_ListOffsetsTopic_2(b, p):
     o = _new(ListOffsetsTopic)
     o.name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 17, False, _d_ListOffsetsPartition_3)
+    o.partitions, p = _read_compact_array(b, p, 17, False, _d_ListOffsetsPartition_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -309,9 +259,32 @@ def _d_ListOffsetsTopic_3(b, p):
     return o, p
 
 
-def _e_ListOffsetsTopic_3(out, o):
+def _e_ListOffsetsTopic_2(out, o):
     _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partitions, False, _e_ListOffsetsPartition_3)
+    _write_compact_array(out, o.partitions, False, _e_ListOffsetsPartition_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_ListOffsetsRequest_3(b, p):
+    o = _new(ListOffsetsRequest)
+    o.timeout_ms = 0
+    o.replica_id, o.isolation_level = _S_ib.unpack_from(b, p)
+    p += 5
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_ListOffsetsTopic_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_ListOffsetsRequest_3(out, chunks, o):
+    out += _S_ib.pack(o.replica_id, o.isolation_level)
+    _write_compact_array(out, o.topics, False, _e_ListOffsetsTopic_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -322,7 +295,9 @@ def _d_ListOffsetsRequest_4(b, p):
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _S_ib.unpack_from(b, p)
     p += 5
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_ListOffsetsTopic_3)
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_ListOffsetsTopic_2)
+    o.timeout_ms, = _S_i.unpack_from(b, p)
+    p += 4
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -333,7 +308,8 @@ def _d_ListOffsetsRequest_4(b, p):
 
 def _e_ListOffsetsRequest_4(out, chunks, o):
     out += _S_ib.pack(o.replica_id, o.isolation_level)
-    _write_compact_array(out, o.topics, False, _e_ListOffsetsTopic_3)
+    _write_compact_array(out, o.topics, False, _e_ListOffsetsTopic_2)
+    out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -353,10 +329,9 @@ def _isdef_ListOffsetsPartition(o):
         o.partition_index == 0
         and o.current_leader_epoch == -1
         and o.timestamp == 0
-        and o.max_num_offsets == 1
         and not o.unknown_tagged_fields
     )
 
 
-ListOffsetsRequest._DECODERS = (_d_ListOffsetsRequest_0, _d_ListOffsetsRequest_1, _d_ListOffsetsRequest_2, _d_ListOffsetsRequest_2, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_4, _d_ListOffsetsRequest_4, _d_ListOffsetsRequest_4,)
-ListOffsetsRequest._ENCODERS = (_e_ListOffsetsRequest_0, _e_ListOffsetsRequest_1, _e_ListOffsetsRequest_2, _e_ListOffsetsRequest_2, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_4, _e_ListOffsetsRequest_4, _e_ListOffsetsRequest_4,)
+ListOffsetsRequest._DECODERS = (_d_ListOffsetsRequest_0, _d_ListOffsetsRequest_1, _d_ListOffsetsRequest_1, _d_ListOffsetsRequest_2, _d_ListOffsetsRequest_2, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_3, _d_ListOffsetsRequest_4,)
+ListOffsetsRequest._ENCODERS = (_e_ListOffsetsRequest_0, _e_ListOffsetsRequest_1, _e_ListOffsetsRequest_1, _e_ListOffsetsRequest_2, _e_ListOffsetsRequest_2, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_3, _e_ListOffsetsRequest_4,)

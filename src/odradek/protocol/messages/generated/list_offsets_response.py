@@ -55,10 +55,8 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_i = _StructFormat('>i')
-_S_ih = _StructFormat('>ih')
 _S_ihqq = _StructFormat('>ihqq')
 _S_ihqqi = _StructFormat('>ihqqi')
-_A_q = _FIXED_ARRAY_TYPES['q']
 
 
 class ListOffsetsTopicResponse(_Struct):
@@ -78,15 +76,14 @@ class ListOffsetsTopicResponse(_Struct):
 
 
 class ListOffsetsPartitionResponse(_Struct):
-    __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
+    __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch')
 
     def __init__(
         self,
         *,
         partition_index: int = 0,
         error_code: int = 0,
-        old_style_offsets: list[int] | None = None,
         timestamp: int = -1,
         offset: int = -1,
         leader_epoch: int = -1,
@@ -94,7 +91,6 @@ class ListOffsetsPartitionResponse(_Struct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
-        self.old_style_offsets = [] if old_style_offsets is None else old_style_offsets
         self.timestamp = timestamp
         self.offset = offset
         self.leader_epoch = leader_epoch
@@ -109,8 +105,8 @@ class ListOffsetsResponse(_Message):
     NAME = 'ListOffsetsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 2
-    MIN_VERSION = 0
-    MAX_VERSION = 8
+    MIN_VERSION = 1
+    MAX_VERSION = 10
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
     ListOffsetsTopicResponse = ListOffsetsTopicResponse
@@ -133,31 +129,23 @@ ListOffsetsPartitionResponse.__qualname__ = 'ListOffsetsResponse.ListOffsetsPart
 
 def _d_ListOffsetsPartitionResponse_0(b, p):
     o = _new(ListOffsetsPartitionResponse)
-    o.timestamp = -1
-    o.offset = -1
     o.leader_epoch = -1
-    o.partition_index, o.error_code = _S_ih.unpack_from(b, p)
-    p += 6
-    o.old_style_offsets, p = _read_fixed_array(b, p, _A_q, False)
+    o.partition_index, o.error_code, o.timestamp, o.offset = _S_ihqq.unpack_from(b, p)
+    p += 22
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_ListOffsetsPartitionResponse_0(out, o):
-    if not (o.timestamp == -1):
-        raise ValueError("ListOffsetsPartitionResponse.timestamp is not in this version and not ignorable, but holds a non-default value")
-    if not (o.offset == -1):
-        raise ValueError("ListOffsetsPartitionResponse.offset is not in this version and not ignorable, but holds a non-default value")
     if not (o.leader_epoch == -1):
         raise ValueError("ListOffsetsPartitionResponse.leader_epoch is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ih.pack(o.partition_index, o.error_code)
-    _write_fixed_array(out, o.old_style_offsets, _A_q, False)
+    out += _S_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _d_ListOffsetsTopicResponse_0(b, p):
     o = _new(ListOffsetsTopicResponse)
     o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 10, False, _d_ListOffsetsPartitionResponse_0)
+    o.partitions, p = _read_array(b, p, 22, False, _d_ListOffsetsPartitionResponse_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -179,28 +167,36 @@ def _e_ListOffsetsResponse_0(out, chunks, o):
     _write_array(out, o.topics, False, _e_ListOffsetsTopicResponse_0)
 
 
+def _d_ListOffsetsResponse_1(b, p):
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopicResponse_0)
+    o.unknown_tagged_fields = None
+    return o, p
+
+
+def _e_ListOffsetsResponse_1(out, chunks, o):
+    out += _S_i.pack(o.throttle_time_ms)
+    _write_array(out, o.topics, False, _e_ListOffsetsTopicResponse_0)
+
+
 def _d_ListOffsetsPartitionResponse_1(b, p):
     o = _new(ListOffsetsPartitionResponse)
-    o.old_style_offsets = []
-    o.leader_epoch = -1
-    o.partition_index, o.error_code, o.timestamp, o.offset = _S_ihqq.unpack_from(b, p)
-    p += 22
+    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _S_ihqqi.unpack_from(b, p)
+    p += 26
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_ListOffsetsPartitionResponse_1(out, o):
-    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise ValueError("ListOffsetsPartitionResponse.old_style_offsets is not in this version and not ignorable, but holds a non-default value")
-    if not (o.leader_epoch == -1):
-        raise ValueError("ListOffsetsPartitionResponse.leader_epoch is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _d_ListOffsetsTopicResponse_1(b, p):
     o = _new(ListOffsetsTopicResponse)
     o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 22, False, _d_ListOffsetsPartitionResponse_1)
+    o.partitions, p = _read_array(b, p, 26, False, _d_ListOffsetsPartitionResponse_1)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -208,18 +204,6 @@ def _d_ListOffsetsTopicResponse_1(b, p):
 def _e_ListOffsetsTopicResponse_1(out, o):
     _write_string(out, o.name)
     _write_array(out, o.partitions, False, _e_ListOffsetsPartitionResponse_1)
-
-
-def _d_ListOffsetsResponse_1(b, p):
-    o = _new(ListOffsetsResponse)
-    o.throttle_time_ms = 0
-    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopicResponse_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ListOffsetsResponse_1(out, chunks, o):
-    _write_array(out, o.topics, False, _e_ListOffsetsTopicResponse_1)
 
 
 def _d_ListOffsetsResponse_2(b, p):
@@ -238,106 +222,61 @@ def _e_ListOffsetsResponse_2(out, chunks, o):
 
 def _d_ListOffsetsPartitionResponse_2(b, p):
     o = _new(ListOffsetsPartitionResponse)
-    o.old_style_offsets = []
     o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _S_ihqqi.unpack_from(b, p)
     p += 26
-    o.unknown_tagged_fields = None
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_ListOffsetsPartitionResponse_2(out, o):
-    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise ValueError("ListOffsetsPartitionResponse.old_style_offsets is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopicResponse_2(b, p):
     o = _new(ListOffsetsTopicResponse)
-    o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 26, False, _d_ListOffsetsPartitionResponse_2)
-    o.unknown_tagged_fields = None
+    o.name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 27, False, _d_ListOffsetsPartitionResponse_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_ListOffsetsTopicResponse_2(out, o):
-    _write_string(out, o.name)
-    _write_array(out, o.partitions, False, _e_ListOffsetsPartitionResponse_2)
+    _write_compact_string(out, o.name)
+    _write_compact_array(out, o.partitions, False, _e_ListOffsetsPartitionResponse_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsResponse_3(b, p):
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
-    o.topics, p = _read_array(b, p, 6, False, _d_ListOffsetsTopicResponse_2)
-    o.unknown_tagged_fields = None
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_ListOffsetsTopicResponse_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_ListOffsetsResponse_3(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_array(out, o.topics, False, _e_ListOffsetsTopicResponse_2)
-
-
-def _d_ListOffsetsPartitionResponse_3(b, p):
-    o = _new(ListOffsetsPartitionResponse)
-    o.old_style_offsets = []
-    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _S_ihqqi.unpack_from(b, p)
-    p += 26
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_ListOffsetsPartitionResponse_3(out, o):
-    if not ((o.old_style_offsets is not None and len(o.old_style_offsets) == 0)):
-        raise ValueError("ListOffsetsPartitionResponse.old_style_offsets is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_ListOffsetsTopicResponse_3(b, p):
-    o = _new(ListOffsetsTopicResponse)
-    o.name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 27, False, _d_ListOffsetsPartitionResponse_3)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_ListOffsetsTopicResponse_3(out, o):
-    _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partitions, False, _e_ListOffsetsPartitionResponse_3)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_ListOffsetsResponse_4(b, p):
-    o = _new(ListOffsetsResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_ListOffsetsTopicResponse_3)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_ListOffsetsResponse_4(out, chunks, o):
-    out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.topics, False, _e_ListOffsetsTopicResponse_3)
+    _write_compact_array(out, o.topics, False, _e_ListOffsetsTopicResponse_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -356,7 +295,6 @@ def _isdef_ListOffsetsPartitionResponse(o):
     return (
         o.partition_index == 0
         and o.error_code == 0
-        and (o.old_style_offsets is not None and len(o.old_style_offsets) == 0)
         and o.timestamp == -1
         and o.offset == -1
         and o.leader_epoch == -1
@@ -364,5 +302,5 @@ def _isdef_ListOffsetsPartitionResponse(o):
     )
 
 
-ListOffsetsResponse._DECODERS = (_d_ListOffsetsResponse_0, _d_ListOffsetsResponse_1, _d_ListOffsetsResponse_2, _d_ListOffsetsResponse_2, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_4, _d_ListOffsetsResponse_4, _d_ListOffsetsResponse_4,)
-ListOffsetsResponse._ENCODERS = (_e_ListOffsetsResponse_0, _e_ListOffsetsResponse_1, _e_ListOffsetsResponse_2, _e_ListOffsetsResponse_2, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_4, _e_ListOffsetsResponse_4, _e_ListOffsetsResponse_4,)
+ListOffsetsResponse._DECODERS = (_d_ListOffsetsResponse_0, _d_ListOffsetsResponse_1, _d_ListOffsetsResponse_1, _d_ListOffsetsResponse_2, _d_ListOffsetsResponse_2, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_3, _d_ListOffsetsResponse_3,)
+ListOffsetsResponse._ENCODERS = (_e_ListOffsetsResponse_0, _e_ListOffsetsResponse_1, _e_ListOffsetsResponse_1, _e_ListOffsetsResponse_2, _e_ListOffsetsResponse_2, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_3, _e_ListOffsetsResponse_3,)

@@ -85,7 +85,7 @@ class MetadataRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 3
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_MIN = 9
     HAS_RECORDS = False
     MetadataRequestTopic = MetadataRequestTopic
@@ -314,5 +314,5 @@ def _isdef_MetadataRequestTopic(o):
     )
 
 
-MetadataRequest._DECODERS = (_d_MetadataRequest_0, _d_MetadataRequest_1, _d_MetadataRequest_1, _d_MetadataRequest_1, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_3, _d_MetadataRequest_4, _d_MetadataRequest_5, _d_MetadataRequest_6, _d_MetadataRequest_6,)
-MetadataRequest._ENCODERS = (_e_MetadataRequest_0, _e_MetadataRequest_1, _e_MetadataRequest_1, _e_MetadataRequest_1, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_3, _e_MetadataRequest_4, _e_MetadataRequest_5, _e_MetadataRequest_6, _e_MetadataRequest_6,)
+MetadataRequest._DECODERS = (_d_MetadataRequest_0, _d_MetadataRequest_1, _d_MetadataRequest_1, _d_MetadataRequest_1, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_2, _d_MetadataRequest_3, _d_MetadataRequest_4, _d_MetadataRequest_5, _d_MetadataRequest_6, _d_MetadataRequest_6, _d_MetadataRequest_6,)
+MetadataRequest._ENCODERS = (_e_MetadataRequest_0, _e_MetadataRequest_1, _e_MetadataRequest_1, _e_MetadataRequest_1, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_2, _e_MetadataRequest_3, _e_MetadataRequest_4, _e_MetadataRequest_5, _e_MetadataRequest_6, _e_MetadataRequest_6, _e_MetadataRequest_6,)

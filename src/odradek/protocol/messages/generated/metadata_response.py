@@ -136,13 +136,13 @@ class MetadataResponsePartition(_Struct):
 class MetadataResponse(_Message):
     """MetadataResponse (response, from messages/MetadataResponse.json)."""
 
-    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'unknown_tagged_fields')
-    _FIELDS = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations')
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code', 'unknown_tagged_fields')
+    _FIELDS = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
     NAME = 'MetadataResponse'
     SPEC_TYPE = 'response'
     API_KEY = 3
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_MIN = 9
     HAS_RECORDS = False
     MetadataResponseBroker = MetadataResponseBroker
@@ -158,6 +158,7 @@ class MetadataResponse(_Message):
         controller_id: int = -1,
         topics: list[MetadataResponseTopic] | None = None,
         cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -166,6 +167,7 @@ class MetadataResponse(_Message):
         self.controller_id = controller_id
         self.topics = [] if topics is None else topics
         self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
 
 MetadataResponseBroker.__qualname__ = 'MetadataResponse.MetadataResponseBroker'
@@ -236,6 +238,7 @@ def _d_MetadataResponse_0(b, p):
     o.cluster_id = None
     o.controller_id = -1
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.brokers, p = _read_array(b, p, 10, False, _d_MetadataResponseBroker_0)
     o.topics, p = _read_array(b, p, 8, False, _d_MetadataResponseTopic_0)
     o.unknown_tagged_fields = None
@@ -296,6 +299,7 @@ def _d_MetadataResponse_1(b, p):
     o.throttle_time_ms = 0
     o.cluster_id = None
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
     o.controller_id, = _S_i.unpack_from(b, p)
     p += 4
@@ -316,6 +320,7 @@ def _d_MetadataResponse_2(b, p):
     o = _new(MetadataResponse)
     o.throttle_time_ms = 0
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
     o.cluster_id, p = _read_nullable_string(b, p)
     o.controller_id, = _S_i.unpack_from(b, p)
@@ -337,6 +342,7 @@ def _e_MetadataResponse_2(out, chunks, o):
 def _d_MetadataResponse_3(b, p):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
@@ -403,6 +409,7 @@ def _e_MetadataResponseTopic_2(out, o):
 def _d_MetadataResponse_4(b, p):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
@@ -468,6 +475,7 @@ def _e_MetadataResponseTopic_3(out, o):
 def _d_MetadataResponse_5(b, p):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
@@ -514,6 +522,7 @@ def _e_MetadataResponseTopic_4(out, o):
 
 def _d_MetadataResponse_6(b, p):
     o = _new(MetadataResponse)
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_array(b, p, 12, False, _d_MetadataResponseBroker_1)
@@ -622,6 +631,7 @@ def _e_MetadataResponseTopic_5(out, o):
 
 def _d_MetadataResponse_7(b, p):
     o = _new(MetadataResponse)
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_compact_array(b, p, 11, False, _d_MetadataResponseBroker_2)
@@ -685,6 +695,7 @@ def _e_MetadataResponseTopic_6(out, o):
 
 def _d_MetadataResponse_8(b, p):
     o = _new(MetadataResponse)
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_compact_array(b, p, 11, False, _d_MetadataResponseBroker_2)
@@ -718,6 +729,7 @@ def _e_MetadataResponse_8(out, chunks, o):
 def _d_MetadataResponse_9(b, p):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_compact_array(b, p, 11, False, _d_MetadataResponseBroker_2)
@@ -781,6 +793,7 @@ def _e_MetadataResponseTopic_7(out, o):
 def _d_MetadataResponse_10(b, p):
     o = _new(MetadataResponse)
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.brokers, p = _read_compact_array(b, p, 11, False, _d_MetadataResponseBroker_2)
@@ -804,6 +817,41 @@ def _e_MetadataResponse_10(out, chunks, o):
     _write_compact_nullable_string(out, o.cluster_id)
     out += _S_i.pack(o.controller_id)
     _write_compact_array(out, o.topics, False, _e_MetadataResponseTopic_7)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_MetadataResponse_11(b, p):
+    o = _new(MetadataResponse)
+    o.cluster_authorized_operations = -2147483648
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.brokers, p = _read_compact_array(b, p, 11, False, _d_MetadataResponseBroker_2)
+    o.cluster_id, p = _read_compact_nullable_string(b, p)
+    o.controller_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_compact_array(b, p, 26, False, _d_MetadataResponseTopic_7)
+    o.error_code, = _S_h.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_MetadataResponse_11(out, chunks, o):
+    if not (o.cluster_authorized_operations == -2147483648):
+        raise ValueError("MetadataResponse.cluster_authorized_operations is not in this version and not ignorable, but holds a non-default value")
+    out += _S_i.pack(o.throttle_time_ms)
+    _write_compact_array(out, o.brokers, False, _e_MetadataResponseBroker_2)
+    _write_compact_nullable_string(out, o.cluster_id)
+    out += _S_i.pack(o.controller_id)
+    _write_compact_array(out, o.topics, False, _e_MetadataResponseTopic_7)
+    out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -845,5 +893,5 @@ def _isdef_MetadataResponsePartition(o):
     )
 
 
-MetadataResponse._DECODERS = (_d_MetadataResponse_0, _d_MetadataResponse_1, _d_MetadataResponse_2, _d_MetadataResponse_3, _d_MetadataResponse_3, _d_MetadataResponse_4, _d_MetadataResponse_4, _d_MetadataResponse_5, _d_MetadataResponse_6, _d_MetadataResponse_7, _d_MetadataResponse_8, _d_MetadataResponse_9, _d_MetadataResponse_10,)
-MetadataResponse._ENCODERS = (_e_MetadataResponse_0, _e_MetadataResponse_1, _e_MetadataResponse_2, _e_MetadataResponse_3, _e_MetadataResponse_3, _e_MetadataResponse_4, _e_MetadataResponse_4, _e_MetadataResponse_5, _e_MetadataResponse_6, _e_MetadataResponse_7, _e_MetadataResponse_8, _e_MetadataResponse_9, _e_MetadataResponse_10,)
+MetadataResponse._DECODERS = (_d_MetadataResponse_0, _d_MetadataResponse_1, _d_MetadataResponse_2, _d_MetadataResponse_3, _d_MetadataResponse_3, _d_MetadataResponse_4, _d_MetadataResponse_4, _d_MetadataResponse_5, _d_MetadataResponse_6, _d_MetadataResponse_7, _d_MetadataResponse_8, _d_MetadataResponse_9, _d_MetadataResponse_10, _d_MetadataResponse_11,)
+MetadataResponse._ENCODERS = (_e_MetadataResponse_0, _e_MetadataResponse_1, _e_MetadataResponse_2, _e_MetadataResponse_3, _e_MetadataResponse_3, _e_MetadataResponse_4, _e_MetadataResponse_4, _e_MetadataResponse_5, _e_MetadataResponse_6, _e_MetadataResponse_7, _e_MetadataResponse_8, _e_MetadataResponse_9, _e_MetadataResponse_10, _e_MetadataResponse_11,)

@@ -57,7 +57,6 @@ _new = object.__new__
 _S_i = _StructFormat('>i')
 _S_iq = _StructFormat('>iq')
 _S_iqi = _StructFormat('>iqi')
-_S_iqq = _StructFormat('>iqq')
 _S_q = _StructFormat('>q')
 
 
@@ -78,8 +77,8 @@ class OffsetCommitRequestTopic(_Struct):
 
 
 class OffsetCommitRequestPartition(_Struct):
-    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
 
     def __init__(
         self,
@@ -87,14 +86,12 @@ class OffsetCommitRequestPartition(_Struct):
         partition_index: int = 0,
         committed_offset: int = 0,
         committed_leader_epoch: int = -1,
-        commit_timestamp: int = -1,
         committed_metadata: str | None = '',
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition_index = partition_index
         self.committed_offset = committed_offset
         self.committed_leader_epoch = committed_leader_epoch
-        self.commit_timestamp = commit_timestamp
         self.committed_metadata = committed_metadata
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -107,7 +104,7 @@ class OffsetCommitRequest(_Message):
     NAME = 'OffsetCommitRequest'
     SPEC_TYPE = 'request'
     API_KEY = 8
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 9
     FLEXIBLE_MIN = 8
     HAS_RECORDS = False
@@ -140,7 +137,6 @@ OffsetCommitRequestPartition.__qualname__ = 'OffsetCommitRequest.OffsetCommitReq
 def _d_OffsetCommitRequestPartition_0(b, p):
     o = _new(OffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
-    o.commit_timestamp = -1
     o.partition_index, o.committed_offset = _S_iq.unpack_from(b, p)
     p += 12
     o.committed_metadata, p = _read_nullable_string(b, p)
@@ -149,8 +145,6 @@ def _d_OffsetCommitRequestPartition_0(b, p):
 
 
 def _e_OffsetCommitRequestPartition_0(out, o):
-    if not (o.commit_timestamp == -1):
-        raise ValueError("OffsetCommitRequestPartition.commit_timestamp is not in this version and not ignorable, but holds a non-default value")
     out += _S_iq.pack(o.partition_index, o.committed_offset)
     _write_nullable_string(out, o.committed_metadata)
 
@@ -170,75 +164,6 @@ def _e_OffsetCommitRequestTopic_0(out, o):
 
 def _d_OffsetCommitRequest_0(b, p):
     o = _new(OffsetCommitRequest)
-    o.generation_id_or_member_epoch = -1
-    o.member_id = ''
-    o.group_instance_id = None
-    o.retention_time_ms = -1
-    o.group_id, p = _read_string(b, p)
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetCommitRequest_0(out, chunks, o):
-    if not (o.group_instance_id is None):
-        raise ValueError("OffsetCommitRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
-    _write_string(out, o.group_id)
-    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_0)
-
-
-def _d_OffsetCommitRequestPartition_1(b, p):
-    o = _new(OffsetCommitRequestPartition)
-    o.committed_leader_epoch = -1
-    o.partition_index, o.committed_offset, o.commit_timestamp = _S_iqq.unpack_from(b, p)
-    p += 20
-    o.committed_metadata, p = _read_nullable_string(b, p)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetCommitRequestPartition_1(out, o):
-    out += _S_iqq.pack(o.partition_index, o.committed_offset, o.commit_timestamp)
-    _write_nullable_string(out, o.committed_metadata)
-
-
-def _d_OffsetCommitRequestTopic_1(b, p):
-    o = _new(OffsetCommitRequestTopic)
-    o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 22, False, _d_OffsetCommitRequestPartition_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetCommitRequestTopic_1(out, o):
-    _write_string(out, o.name)
-    _write_array(out, o.partitions, False, _e_OffsetCommitRequestPartition_1)
-
-
-def _d_OffsetCommitRequest_1(b, p):
-    o = _new(OffsetCommitRequest)
-    o.group_instance_id = None
-    o.retention_time_ms = -1
-    o.group_id, p = _read_string(b, p)
-    o.generation_id_or_member_epoch, = _S_i.unpack_from(b, p)
-    p += 4
-    o.member_id, p = _read_string(b, p)
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetCommitRequest_1(out, chunks, o):
-    if not (o.group_instance_id is None):
-        raise ValueError("OffsetCommitRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
-    _write_string(out, o.group_id)
-    out += _S_i.pack(o.generation_id_or_member_epoch)
-    _write_string(out, o.member_id)
-    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_1)
-
-
-def _d_OffsetCommitRequest_2(b, p):
-    o = _new(OffsetCommitRequest)
     o.group_instance_id = None
     o.group_id, p = _read_string(b, p)
     o.generation_id_or_member_epoch, = _S_i.unpack_from(b, p)
@@ -251,7 +176,7 @@ def _d_OffsetCommitRequest_2(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequest_2(out, chunks, o):
+def _e_OffsetCommitRequest_0(out, chunks, o):
     if not (o.group_instance_id is None):
         raise ValueError("OffsetCommitRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
     _write_string(out, o.group_id)
@@ -261,7 +186,7 @@ def _e_OffsetCommitRequest_2(out, chunks, o):
     _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_0)
 
 
-def _d_OffsetCommitRequest_3(b, p):
+def _d_OffsetCommitRequest_1(b, p):
     o = _new(OffsetCommitRequest)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -274,7 +199,7 @@ def _d_OffsetCommitRequest_3(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequest_3(out, chunks, o):
+def _e_OffsetCommitRequest_1(out, chunks, o):
     if not (o.group_instance_id is None):
         raise ValueError("OffsetCommitRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
     _write_string(out, o.group_id)
@@ -283,9 +208,8 @@ def _e_OffsetCommitRequest_3(out, chunks, o):
     _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_0)
 
 
-def _d_OffsetCommitRequestPartition_2(b, p):
+def _d_OffsetCommitRequestPartition_1(b, p):
     o = _new(OffsetCommitRequestPartition)
-    o.commit_timestamp = -1
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(b, p)
     p += 16
     o.committed_metadata, p = _read_nullable_string(b, p)
@@ -293,27 +217,25 @@ def _d_OffsetCommitRequestPartition_2(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequestPartition_2(out, o):
-    if not (o.commit_timestamp == -1):
-        raise ValueError("OffsetCommitRequestPartition.commit_timestamp is not in this version and not ignorable, but holds a non-default value")
+def _e_OffsetCommitRequestPartition_1(out, o):
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _write_nullable_string(out, o.committed_metadata)
 
 
-def _d_OffsetCommitRequestTopic_2(b, p):
+def _d_OffsetCommitRequestTopic_1(b, p):
     o = _new(OffsetCommitRequestTopic)
     o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 18, False, _d_OffsetCommitRequestPartition_2)
+    o.partitions, p = _read_array(b, p, 18, False, _d_OffsetCommitRequestPartition_1)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_OffsetCommitRequestTopic_2(out, o):
+def _e_OffsetCommitRequestTopic_1(out, o):
     _write_string(out, o.name)
-    _write_array(out, o.partitions, False, _e_OffsetCommitRequestPartition_2)
+    _write_array(out, o.partitions, False, _e_OffsetCommitRequestPartition_1)
 
 
-def _d_OffsetCommitRequest_4(b, p):
+def _d_OffsetCommitRequest_2(b, p):
     o = _new(OffsetCommitRequest)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -321,21 +243,21 @@ def _d_OffsetCommitRequest_4(b, p):
     o.generation_id_or_member_epoch, = _S_i.unpack_from(b, p)
     p += 4
     o.member_id, p = _read_string(b, p)
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_2)
+    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_1)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_OffsetCommitRequest_4(out, chunks, o):
+def _e_OffsetCommitRequest_2(out, chunks, o):
     if not (o.group_instance_id is None):
         raise ValueError("OffsetCommitRequest.group_instance_id is not in this version and not ignorable, but holds a non-default value")
     _write_string(out, o.group_id)
     out += _S_i.pack(o.generation_id_or_member_epoch)
     _write_string(out, o.member_id)
-    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_2)
+    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_1)
 
 
-def _d_OffsetCommitRequest_5(b, p):
+def _d_OffsetCommitRequest_3(b, p):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
     o.group_id, p = _read_string(b, p)
@@ -343,22 +265,21 @@ def _d_OffsetCommitRequest_5(b, p):
     p += 4
     o.member_id, p = _read_string(b, p)
     o.group_instance_id, p = _read_nullable_string(b, p)
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_2)
+    o.topics, p = _read_array(b, p, 6, False, _d_OffsetCommitRequestTopic_1)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_OffsetCommitRequest_5(out, chunks, o):
+def _e_OffsetCommitRequest_3(out, chunks, o):
     _write_string(out, o.group_id)
     out += _S_i.pack(o.generation_id_or_member_epoch)
     _write_string(out, o.member_id)
     _write_nullable_string(out, o.group_instance_id)
-    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_2)
+    _write_array(out, o.topics, False, _e_OffsetCommitRequestTopic_1)
 
 
-def _d_OffsetCommitRequestPartition_3(b, p):
+def _d_OffsetCommitRequestPartition_2(b, p):
     o = _new(OffsetCommitRequestPartition)
-    o.commit_timestamp = -1
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(b, p)
     p += 16
     o.committed_metadata, p = _read_compact_nullable_string(b, p)
@@ -370,9 +291,7 @@ def _d_OffsetCommitRequestPartition_3(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequestPartition_3(out, o):
-    if not (o.commit_timestamp == -1):
-        raise ValueError("OffsetCommitRequestPartition.commit_timestamp is not in this version and not ignorable, but holds a non-default value")
+def _e_OffsetCommitRequestPartition_2(out, o):
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _write_compact_nullable_string(out, o.committed_metadata)
     if o.unknown_tagged_fields:
@@ -381,10 +300,10 @@ def _e_OffsetCommitRequestPartition_3(out, o):
         out.append(0)
 
 
-def _d_OffsetCommitRequestTopic_3(b, p):
+def _d_OffsetCommitRequestTopic_2(b, p):
     o = _new(OffsetCommitRequestTopic)
     o.name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 18, False, _d_OffsetCommitRequestPartition_3)
+    o.partitions, p = _read_compact_array(b, p, 18, False, _d_OffsetCommitRequestPartition_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -393,16 +312,16 @@ def _d_OffsetCommitRequestTopic_3(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequestTopic_3(out, o):
+def _e_OffsetCommitRequestTopic_2(out, o):
     _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partitions, False, _e_OffsetCommitRequestPartition_3)
+    _write_compact_array(out, o.partitions, False, _e_OffsetCommitRequestPartition_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_OffsetCommitRequest_6(b, p):
+def _d_OffsetCommitRequest_4(b, p):
     o = _new(OffsetCommitRequest)
     o.retention_time_ms = -1
     o.group_id, p = _read_compact_string(b, p)
@@ -410,7 +329,7 @@ def _d_OffsetCommitRequest_6(b, p):
     p += 4
     o.member_id, p = _read_compact_string(b, p)
     o.group_instance_id, p = _read_compact_nullable_string(b, p)
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetCommitRequestTopic_3)
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetCommitRequestTopic_2)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -419,12 +338,12 @@ def _d_OffsetCommitRequest_6(b, p):
     return o, p
 
 
-def _e_OffsetCommitRequest_6(out, chunks, o):
+def _e_OffsetCommitRequest_4(out, chunks, o):
     _write_compact_string(out, o.group_id)
     out += _S_i.pack(o.generation_id_or_member_epoch)
     _write_compact_string(out, o.member_id)
     _write_compact_nullable_string(out, o.group_instance_id)
-    _write_compact_array(out, o.topics, False, _e_OffsetCommitRequestTopic_3)
+    _write_compact_array(out, o.topics, False, _e_OffsetCommitRequestTopic_2)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -444,11 +363,10 @@ def _isdef_OffsetCommitRequestPartition(o):
         o.partition_index == 0
         and o.committed_offset == 0
         and o.committed_leader_epoch == -1
-        and o.commit_timestamp == -1
         and o.committed_metadata == ''
         and not o.unknown_tagged_fields
     )
 
 
-OffsetCommitRequest._DECODERS = (_d_OffsetCommitRequest_0, _d_OffsetCommitRequest_1, _d_OffsetCommitRequest_2, _d_OffsetCommitRequest_2, _d_OffsetCommitRequest_2, _d_OffsetCommitRequest_3, _d_OffsetCommitRequest_4, _d_OffsetCommitRequest_5, _d_OffsetCommitRequest_6, _d_OffsetCommitRequest_6,)
-OffsetCommitRequest._ENCODERS = (_e_OffsetCommitRequest_0, _e_OffsetCommitRequest_1, _e_OffsetCommitRequest_2, _e_OffsetCommitRequest_2, _e_OffsetCommitRequest_2, _e_OffsetCommitRequest_3, _e_OffsetCommitRequest_4, _e_OffsetCommitRequest_5, _e_OffsetCommitRequest_6, _e_OffsetCommitRequest_6,)
+OffsetCommitRequest._DECODERS = (_d_OffsetCommitRequest_0, _d_OffsetCommitRequest_0, _d_OffsetCommitRequest_0, _d_OffsetCommitRequest_1, _d_OffsetCommitRequest_2, _d_OffsetCommitRequest_3, _d_OffsetCommitRequest_4, _d_OffsetCommitRequest_4,)
+OffsetCommitRequest._ENCODERS = (_e_OffsetCommitRequest_0, _e_OffsetCommitRequest_0, _e_OffsetCommitRequest_0, _e_OffsetCommitRequest_1, _e_OffsetCommitRequest_2, _e_OffsetCommitRequest_3, _e_OffsetCommitRequest_4, _e_OffsetCommitRequest_4,)

@@ -98,7 +98,7 @@ class OffsetCommitResponse(_Message):
     NAME = 'OffsetCommitResponse'
     SPEC_TYPE = 'response'
     API_KEY = 8
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 9
     FLEXIBLE_MIN = 8
     HAS_RECORDS = False
@@ -250,5 +250,5 @@ def _isdef_OffsetCommitResponsePartition(o):
     )
 
 
-OffsetCommitResponse._DECODERS = (_d_OffsetCommitResponse_0, _d_OffsetCommitResponse_0, _d_OffsetCommitResponse_0, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_2, _d_OffsetCommitResponse_2,)
-OffsetCommitResponse._ENCODERS = (_e_OffsetCommitResponse_0, _e_OffsetCommitResponse_0, _e_OffsetCommitResponse_0, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_2, _e_OffsetCommitResponse_2,)
+OffsetCommitResponse._DECODERS = (_d_OffsetCommitResponse_0, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_1, _d_OffsetCommitResponse_2, _d_OffsetCommitResponse_2,)
+OffsetCommitResponse._ENCODERS = (_e_OffsetCommitResponse_0, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_1, _e_OffsetCommitResponse_2, _e_OffsetCommitResponse_2,)

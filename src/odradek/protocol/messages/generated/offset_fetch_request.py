@@ -119,7 +119,7 @@ class OffsetFetchRequest(_Message):
     NAME = 'OffsetFetchRequest'
     SPEC_TYPE = 'request'
     API_KEY = 9
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 9
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
@@ -425,5 +425,5 @@ def _isdef_OffsetFetchRequestTopics(o):
     )
 
 
-OffsetFetchRequest._DECODERS = (_d_OffsetFetchRequest_0, _d_OffsetFetchRequest_0, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_2, _d_OffsetFetchRequest_3, _d_OffsetFetchRequest_4, _d_OffsetFetchRequest_5,)
-OffsetFetchRequest._ENCODERS = (_e_OffsetFetchRequest_0, _e_OffsetFetchRequest_0, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_2, _e_OffsetFetchRequest_3, _e_OffsetFetchRequest_4, _e_OffsetFetchRequest_5,)
+OffsetFetchRequest._DECODERS = (_d_OffsetFetchRequest_0, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_1, _d_OffsetFetchRequest_2, _d_OffsetFetchRequest_3, _d_OffsetFetchRequest_4, _d_OffsetFetchRequest_5,)
+OffsetFetchRequest._ENCODERS = (_e_OffsetFetchRequest_0, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_1, _e_OffsetFetchRequest_2, _e_OffsetFetchRequest_3, _e_OffsetFetchRequest_4, _e_OffsetFetchRequest_5,)

@@ -162,7 +162,7 @@ class OffsetFetchResponse(_Message):
     NAME = 'OffsetFetchResponse'
     SPEC_TYPE = 'response'
     API_KEY = 9
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 9
     FLEXIBLE_MIN = 6
     HAS_RECORDS = False
@@ -546,5 +546,5 @@ def _isdef_OffsetFetchResponsePartitions(o):
     )
 
 
-OffsetFetchResponse._DECODERS = (_d_OffsetFetchResponse_0, _d_OffsetFetchResponse_0, _d_OffsetFetchResponse_1, _d_OffsetFetchResponse_2, _d_OffsetFetchResponse_2, _d_OffsetFetchResponse_3, _d_OffsetFetchResponse_4, _d_OffsetFetchResponse_4, _d_OffsetFetchResponse_5, _d_OffsetFetchResponse_5,)
-OffsetFetchResponse._ENCODERS = (_e_OffsetFetchResponse_0, _e_OffsetFetchResponse_0, _e_OffsetFetchResponse_1, _e_OffsetFetchResponse_2, _e_OffsetFetchResponse_2, _e_OffsetFetchResponse_3, _e_OffsetFetchResponse_4, _e_OffsetFetchResponse_4, _e_OffsetFetchResponse_5, _e_OffsetFetchResponse_5,)
+OffsetFetchResponse._DECODERS = (_d_OffsetFetchResponse_0, _d_OffsetFetchResponse_1, _d_OffsetFetchResponse_2, _d_OffsetFetchResponse_2, _d_OffsetFetchResponse_3, _d_OffsetFetchResponse_4, _d_OffsetFetchResponse_4, _d_OffsetFetchResponse_5, _d_OffsetFetchResponse_5,)
+OffsetFetchResponse._ENCODERS = (_e_OffsetFetchResponse_0, _e_OffsetFetchResponse_1, _e_OffsetFetchResponse_2, _e_OffsetFetchResponse_2, _e_OffsetFetchResponse_3, _e_OffsetFetchResponse_4, _e_OffsetFetchResponse_4, _e_OffsetFetchResponse_5, _e_OffsetFetchResponse_5,)

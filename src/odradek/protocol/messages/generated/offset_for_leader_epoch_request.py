@@ -55,7 +55,6 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_i = _StructFormat('>i')
-_S_ii = _StructFormat('>ii')
 _S_iii = _StructFormat('>iii')
 
 
@@ -101,7 +100,7 @@ class OffsetForLeaderEpochRequest(_Message):
     NAME = 'OffsetForLeaderEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 23
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 4
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -125,21 +124,20 @@ OffsetForLeaderPartition.__qualname__ = 'OffsetForLeaderEpochRequest.OffsetForLe
 
 def _d_OffsetForLeaderPartition_0(b, p):
     o = _new(OffsetForLeaderPartition)
-    o.current_leader_epoch = -1
-    o.partition, o.leader_epoch = _S_ii.unpack_from(b, p)
-    p += 8
+    o.partition, o.current_leader_epoch, o.leader_epoch = _S_iii.unpack_from(b, p)
+    p += 12
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_OffsetForLeaderPartition_0(out, o):
-    out += _S_ii.pack(o.partition, o.leader_epoch)
+    out += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
 
 
 def _d_OffsetForLeaderTopic_0(b, p):
     o = _new(OffsetForLeaderTopic)
     o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 8, False, _d_OffsetForLeaderPartition_0)
+    o.partitions, p = _read_array(b, p, 12, False, _d_OffsetForLeaderPartition_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -161,114 +159,77 @@ def _e_OffsetForLeaderEpochRequest_0(out, chunks, o):
     _write_array(out, o.topics, False, _e_OffsetForLeaderTopic_0)
 
 
-def _d_OffsetForLeaderPartition_1(b, p):
-    o = _new(OffsetForLeaderPartition)
-    o.partition, o.current_leader_epoch, o.leader_epoch = _S_iii.unpack_from(b, p)
-    p += 12
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetForLeaderPartition_1(out, o):
-    out += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
-
-
-def _d_OffsetForLeaderTopic_1(b, p):
-    o = _new(OffsetForLeaderTopic)
-    o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 12, False, _d_OffsetForLeaderPartition_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetForLeaderTopic_1(out, o):
-    _write_string(out, o.topic)
-    _write_array(out, o.partitions, False, _e_OffsetForLeaderPartition_1)
-
-
 def _d_OffsetForLeaderEpochRequest_1(b, p):
     o = _new(OffsetForLeaderEpochRequest)
-    o.replica_id = -2
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopic_1)
+    o.replica_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopic_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_OffsetForLeaderEpochRequest_1(out, chunks, o):
-    _write_array(out, o.topics, False, _e_OffsetForLeaderTopic_1)
+    out += _S_i.pack(o.replica_id)
+    _write_array(out, o.topics, False, _e_OffsetForLeaderTopic_0)
+
+
+def _d_OffsetForLeaderPartition_1(b, p):
+    o = _new(OffsetForLeaderPartition)
+    o.partition, o.current_leader_epoch, o.leader_epoch = _S_iii.unpack_from(b, p)
+    p += 12
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_OffsetForLeaderPartition_1(out, o):
+    out += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_OffsetForLeaderTopic_1(b, p):
+    o = _new(OffsetForLeaderTopic)
+    o.topic, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 13, False, _d_OffsetForLeaderPartition_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_OffsetForLeaderTopic_1(out, o):
+    _write_compact_string(out, o.topic)
+    _write_compact_array(out, o.partitions, False, _e_OffsetForLeaderPartition_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochRequest_2(b, p):
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, = _S_i.unpack_from(b, p)
     p += 4
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopic_1)
-    o.unknown_tagged_fields = None
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetForLeaderTopic_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_OffsetForLeaderEpochRequest_2(out, chunks, o):
     out += _S_i.pack(o.replica_id)
-    _write_array(out, o.topics, False, _e_OffsetForLeaderTopic_1)
-
-
-def _d_OffsetForLeaderPartition_2(b, p):
-    o = _new(OffsetForLeaderPartition)
-    o.partition, o.current_leader_epoch, o.leader_epoch = _S_iii.unpack_from(b, p)
-    p += 12
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_OffsetForLeaderPartition_2(out, o):
-    out += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_OffsetForLeaderTopic_2(b, p):
-    o = _new(OffsetForLeaderTopic)
-    o.topic, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 13, False, _d_OffsetForLeaderPartition_2)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_OffsetForLeaderTopic_2(out, o):
-    _write_compact_string(out, o.topic)
-    _write_compact_array(out, o.partitions, False, _e_OffsetForLeaderPartition_2)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_OffsetForLeaderEpochRequest_3(b, p):
-    o = _new(OffsetForLeaderEpochRequest)
-    o.replica_id, = _S_i.unpack_from(b, p)
-    p += 4
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetForLeaderTopic_2)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_OffsetForLeaderEpochRequest_3(out, chunks, o):
-    out += _S_i.pack(o.replica_id)
-    _write_compact_array(out, o.topics, False, _e_OffsetForLeaderTopic_2)
+    _write_compact_array(out, o.topics, False, _e_OffsetForLeaderTopic_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -292,5 +253,5 @@ def _isdef_OffsetForLeaderPartition(o):
     )
 
 
-OffsetForLeaderEpochRequest._DECODERS = (_d_OffsetForLeaderEpochRequest_0, _d_OffsetForLeaderEpochRequest_0, _d_OffsetForLeaderEpochRequest_1, _d_OffsetForLeaderEpochRequest_2, _d_OffsetForLeaderEpochRequest_3,)
-OffsetForLeaderEpochRequest._ENCODERS = (_e_OffsetForLeaderEpochRequest_0, _e_OffsetForLeaderEpochRequest_0, _e_OffsetForLeaderEpochRequest_1, _e_OffsetForLeaderEpochRequest_2, _e_OffsetForLeaderEpochRequest_3,)
+OffsetForLeaderEpochRequest._DECODERS = (_d_OffsetForLeaderEpochRequest_0, _d_OffsetForLeaderEpochRequest_1, _d_OffsetForLeaderEpochRequest_2,)
+OffsetForLeaderEpochRequest._ENCODERS = (_e_OffsetForLeaderEpochRequest_0, _e_OffsetForLeaderEpochRequest_1, _e_OffsetForLeaderEpochRequest_2,)

@@ -55,7 +55,6 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_hiiq = _StructFormat('>hiiq')
-_S_hiq = _StructFormat('>hiq')
 _S_i = _StructFormat('>i')
 
 
@@ -103,7 +102,7 @@ class OffsetForLeaderEpochResponse(_Message):
     NAME = 'OffsetForLeaderEpochResponse'
     SPEC_TYPE = 'response'
     API_KEY = 23
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 4
     FLEXIBLE_MIN = 4
     HAS_RECORDS = False
@@ -127,21 +126,20 @@ EpochEndOffset.__qualname__ = 'OffsetForLeaderEpochResponse.EpochEndOffset'
 
 def _d_EpochEndOffset_0(b, p):
     o = _new(EpochEndOffset)
-    o.leader_epoch = -1
-    o.error_code, o.partition, o.end_offset = _S_hiq.unpack_from(b, p)
-    p += 14
+    o.error_code, o.partition, o.leader_epoch, o.end_offset = _S_hiiq.unpack_from(b, p)
+    p += 18
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_EpochEndOffset_0(out, o):
-    out += _S_hiq.pack(o.error_code, o.partition, o.end_offset)
+    out += _S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
 
 
 def _d_OffsetForLeaderTopicResult_0(b, p):
     o = _new(OffsetForLeaderTopicResult)
     o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 14, False, _d_EpochEndOffset_0)
+    o.partitions, p = _read_array(b, p, 18, False, _d_EpochEndOffset_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -153,13 +151,15 @@ def _e_OffsetForLeaderTopicResult_0(out, o):
 
 def _d_OffsetForLeaderEpochResponse_0(b, p):
     o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms = 0
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
     o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopicResult_0)
     o.unknown_tagged_fields = None
     return o, p
 
 
 def _e_OffsetForLeaderEpochResponse_0(out, chunks, o):
+    out += _S_i.pack(o.throttle_time_ms)
     _write_array(out, o.topics, False, _e_OffsetForLeaderTopicResult_0)
 
 
@@ -167,110 +167,59 @@ def _d_EpochEndOffset_1(b, p):
     o = _new(EpochEndOffset)
     o.error_code, o.partition, o.leader_epoch, o.end_offset = _S_hiiq.unpack_from(b, p)
     p += 18
-    o.unknown_tagged_fields = None
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_EpochEndOffset_1(out, o):
     out += _S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopicResult_1(b, p):
     o = _new(OffsetForLeaderTopicResult)
-    o.topic, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 18, False, _d_EpochEndOffset_1)
-    o.unknown_tagged_fields = None
+    o.topic, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 19, False, _d_EpochEndOffset_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_OffsetForLeaderTopicResult_1(out, o):
-    _write_string(out, o.topic)
-    _write_array(out, o.partitions, False, _e_EpochEndOffset_1)
+    _write_compact_string(out, o.topic)
+    _write_compact_array(out, o.partitions, False, _e_EpochEndOffset_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochResponse_1(b, p):
     o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms = 0
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopicResult_1)
-    o.unknown_tagged_fields = None
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetForLeaderTopicResult_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_OffsetForLeaderEpochResponse_1(out, chunks, o):
-    _write_array(out, o.topics, False, _e_OffsetForLeaderTopicResult_1)
-
-
-def _d_OffsetForLeaderEpochResponse_2(b, p):
-    o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.topics, p = _read_array(b, p, 6, False, _d_OffsetForLeaderTopicResult_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_OffsetForLeaderEpochResponse_2(out, chunks, o):
     out += _S_i.pack(o.throttle_time_ms)
-    _write_array(out, o.topics, False, _e_OffsetForLeaderTopicResult_1)
-
-
-def _d_EpochEndOffset_2(b, p):
-    o = _new(EpochEndOffset)
-    o.error_code, o.partition, o.leader_epoch, o.end_offset = _S_hiiq.unpack_from(b, p)
-    p += 18
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_EpochEndOffset_2(out, o):
-    out += _S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_OffsetForLeaderTopicResult_2(b, p):
-    o = _new(OffsetForLeaderTopicResult)
-    o.topic, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 19, False, _d_EpochEndOffset_2)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_OffsetForLeaderTopicResult_2(out, o):
-    _write_compact_string(out, o.topic)
-    _write_compact_array(out, o.partitions, False, _e_EpochEndOffset_2)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_OffsetForLeaderEpochResponse_3(b, p):
-    o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_OffsetForLeaderTopicResult_2)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_OffsetForLeaderEpochResponse_3(out, chunks, o):
-    out += _S_i.pack(o.throttle_time_ms)
-    _write_compact_array(out, o.topics, False, _e_OffsetForLeaderTopicResult_2)
+    _write_compact_array(out, o.topics, False, _e_OffsetForLeaderTopicResult_1)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -295,5 +244,5 @@ def _isdef_EpochEndOffset(o):
     )
 
 
-OffsetForLeaderEpochResponse._DECODERS = (_d_OffsetForLeaderEpochResponse_0, _d_OffsetForLeaderEpochResponse_1, _d_OffsetForLeaderEpochResponse_2, _d_OffsetForLeaderEpochResponse_2, _d_OffsetForLeaderEpochResponse_3,)
-OffsetForLeaderEpochResponse._ENCODERS = (_e_OffsetForLeaderEpochResponse_0, _e_OffsetForLeaderEpochResponse_1, _e_OffsetForLeaderEpochResponse_2, _e_OffsetForLeaderEpochResponse_2, _e_OffsetForLeaderEpochResponse_3,)
+OffsetForLeaderEpochResponse._DECODERS = (_d_OffsetForLeaderEpochResponse_0, _d_OffsetForLeaderEpochResponse_0, _d_OffsetForLeaderEpochResponse_1,)
+OffsetForLeaderEpochResponse._ENCODERS = (_e_OffsetForLeaderEpochResponse_0, _e_OffsetForLeaderEpochResponse_0, _e_OffsetForLeaderEpochResponse_1,)

@@ -98,8 +98,8 @@ class ProduceRequest(_Message):
     NAME = 'ProduceRequest'
     SPEC_TYPE = 'request'
     API_KEY = 0
-    MIN_VERSION = 0
-    MAX_VERSION = 11
+    MIN_VERSION = 3
+    MAX_VERSION = 12
     FLEXIBLE_MIN = 9
     HAS_RECORDS = True
     TopicProduceData = TopicProduceData
@@ -153,23 +153,6 @@ def _e_TopicProduceData_0(out, chunks, o):
 
 def _d_ProduceRequest_0(b, p):
     o = _new(ProduceRequest)
-    o.transactional_id = None
-    o.acks, o.timeout_ms = _S_hi.unpack_from(b, p)
-    p += 6
-    o.topic_data, p = _read_array(b, p, 6, False, _d_TopicProduceData_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ProduceRequest_0(out, chunks, o):
-    if not (o.transactional_id is None):
-        raise ValueError("ProduceRequest.transactional_id is not in this version and not ignorable, but holds a non-default value")
-    out += _S_hi.pack(o.acks, o.timeout_ms)
-    _write_array_chunked(out, chunks, o.topic_data, False, _e_TopicProduceData_0)
-
-
-def _d_ProduceRequest_1(b, p):
-    o = _new(ProduceRequest)
     o.transactional_id, p = _read_nullable_string(b, p)
     o.acks, o.timeout_ms = _S_hi.unpack_from(b, p)
     p += 6
@@ -178,7 +161,7 @@ def _d_ProduceRequest_1(b, p):
     return o, p
 
 
-def _e_ProduceRequest_1(out, chunks, o):
+def _e_ProduceRequest_0(out, chunks, o):
     _write_nullable_string(out, o.transactional_id)
     out += _S_hi.pack(o.acks, o.timeout_ms)
     _write_array_chunked(out, chunks, o.topic_data, False, _e_TopicProduceData_0)
@@ -227,7 +210,7 @@ def _e_TopicProduceData_1(out, chunks, o):
         out.append(0)
 
 
-def _d_ProduceRequest_2(b, p):
+def _d_ProduceRequest_1(b, p):
     o = _new(ProduceRequest)
     o.transactional_id, p = _read_compact_nullable_string(b, p)
     o.acks, o.timeout_ms = _S_hi.unpack_from(b, p)
@@ -241,7 +224,7 @@ def _d_ProduceRequest_2(b, p):
     return o, p
 
 
-def _e_ProduceRequest_2(out, chunks, o):
+def _e_ProduceRequest_1(out, chunks, o):
     _write_compact_nullable_string(out, o.transactional_id)
     out += _S_hi.pack(o.acks, o.timeout_ms)
     _write_compact_array_chunked(out, chunks, o.topic_data, False, _e_TopicProduceData_1)
@@ -267,5 +250,5 @@ def _isdef_PartitionProduceData(o):
     )
 
 
-ProduceRequest._DECODERS = (_d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_2, _d_ProduceRequest_2, _d_ProduceRequest_2,)
-ProduceRequest._ENCODERS = (_e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_2, _e_ProduceRequest_2, _e_ProduceRequest_2,)
+ProduceRequest._DECODERS = (_d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_0, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1, _d_ProduceRequest_1,)
+ProduceRequest._ENCODERS = (_e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_0, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1, _e_ProduceRequest_1,)

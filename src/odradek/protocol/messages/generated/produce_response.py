@@ -55,7 +55,6 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 _new = object.__new__
 
 _S_i = _StructFormat('>i')
-_S_ihq = _StructFormat('>ihq')
 _S_ihqq = _StructFormat('>ihqq')
 _S_ihqqq = _StructFormat('>ihqqq')
 _S_ii = _StructFormat('>ii')
@@ -166,8 +165,8 @@ class ProduceResponse(_Message):
     NAME = 'ProduceResponse'
     SPEC_TYPE = 'response'
     API_KEY = 0
-    MIN_VERSION = 0
-    MAX_VERSION = 11
+    MIN_VERSION = 3
+    MAX_VERSION = 12
     FLEXIBLE_MIN = 9
     HAS_RECORDS = False
     TopicProduceResponse = TopicProduceResponse
@@ -198,13 +197,12 @@ NodeEndpoint.__qualname__ = 'ProduceResponse.NodeEndpoint'
 
 def _d_PartitionProduceResponse_0(b, p):
     o = _new(PartitionProduceResponse)
-    o.log_append_time_ms = -1
     o.log_start_offset = -1
     o.record_errors = []
     o.error_message = None
     o.current_leader = LeaderIdAndEpoch()
-    o.index, o.error_code, o.base_offset = _S_ihq.unpack_from(b, p)
-    p += 14
+    o.index, o.error_code, o.base_offset, o.log_append_time_ms = _S_ihqq.unpack_from(b, p)
+    p += 22
     o.unknown_tagged_fields = None
     return o, p
 
@@ -212,13 +210,13 @@ def _d_PartitionProduceResponse_0(b, p):
 def _e_PartitionProduceResponse_0(out, o):
     if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
         raise ValueError("PartitionProduceResponse.current_leader is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihq.pack(o.index, o.error_code, o.base_offset)
+    out += _S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
 
 
 def _d_TopicProduceResponse_0(b, p):
     o = _new(TopicProduceResponse)
     o.name, p = _read_string(b, p)
-    o.partition_responses, p = _read_array(b, p, 14, False, _d_PartitionProduceResponse_0)
+    o.partition_responses, p = _read_array(b, p, 22, False, _d_PartitionProduceResponse_0)
     o.unknown_tagged_fields = None
     return o, p
 
@@ -230,9 +228,10 @@ def _e_TopicProduceResponse_0(out, o):
 
 def _d_ProduceResponse_0(b, p):
     o = _new(ProduceResponse)
-    o.throttle_time_ms = 0
     o.node_endpoints = []
     o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_0)
+    o.throttle_time_ms, = _S_i.unpack_from(b, p)
+    p += 4
     o.unknown_tagged_fields = None
     return o, p
 
@@ -241,74 +240,10 @@ def _e_ProduceResponse_0(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     _write_array(out, o.responses, False, _e_TopicProduceResponse_0)
-
-
-def _d_ProduceResponse_1(b, p):
-    o = _new(ProduceResponse)
-    o.node_endpoints = []
-    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_0)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ProduceResponse_1(out, chunks, o):
-    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.responses, False, _e_TopicProduceResponse_0)
     out += _S_i.pack(o.throttle_time_ms)
 
 
 def _d_PartitionProduceResponse_1(b, p):
-    o = _new(PartitionProduceResponse)
-    o.log_start_offset = -1
-    o.record_errors = []
-    o.error_message = None
-    o.current_leader = LeaderIdAndEpoch()
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms = _S_ihqq.unpack_from(b, p)
-    p += 22
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_PartitionProduceResponse_1(out, o):
-    if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
-        raise ValueError("PartitionProduceResponse.current_leader is not in this version and not ignorable, but holds a non-default value")
-    out += _S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
-
-
-def _d_TopicProduceResponse_1(b, p):
-    o = _new(TopicProduceResponse)
-    o.name, p = _read_string(b, p)
-    o.partition_responses, p = _read_array(b, p, 22, False, _d_PartitionProduceResponse_1)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_TopicProduceResponse_1(out, o):
-    _write_string(out, o.name)
-    _write_array(out, o.partition_responses, False, _e_PartitionProduceResponse_1)
-
-
-def _d_ProduceResponse_2(b, p):
-    o = _new(ProduceResponse)
-    o.node_endpoints = []
-    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_1)
-    o.throttle_time_ms, = _S_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_ProduceResponse_2(out, chunks, o):
-    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
-        raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.responses, False, _e_TopicProduceResponse_1)
-    out += _S_i.pack(o.throttle_time_ms)
-
-
-def _d_PartitionProduceResponse_2(b, p):
     o = _new(PartitionProduceResponse)
     o.record_errors = []
     o.error_message = None
@@ -319,39 +254,39 @@ def _d_PartitionProduceResponse_2(b, p):
     return o, p
 
 
-def _e_PartitionProduceResponse_2(out, o):
+def _e_PartitionProduceResponse_1(out, o):
     if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
         raise ValueError("PartitionProduceResponse.current_leader is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
 
 
-def _d_TopicProduceResponse_2(b, p):
+def _d_TopicProduceResponse_1(b, p):
     o = _new(TopicProduceResponse)
     o.name, p = _read_string(b, p)
-    o.partition_responses, p = _read_array(b, p, 30, False, _d_PartitionProduceResponse_2)
+    o.partition_responses, p = _read_array(b, p, 30, False, _d_PartitionProduceResponse_1)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_TopicProduceResponse_2(out, o):
+def _e_TopicProduceResponse_1(out, o):
     _write_string(out, o.name)
-    _write_array(out, o.partition_responses, False, _e_PartitionProduceResponse_2)
+    _write_array(out, o.partition_responses, False, _e_PartitionProduceResponse_1)
 
 
-def _d_ProduceResponse_3(b, p):
+def _d_ProduceResponse_1(b, p):
     o = _new(ProduceResponse)
     o.node_endpoints = []
-    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_2)
+    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_1)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_ProduceResponse_3(out, chunks, o):
+def _e_ProduceResponse_1(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.responses, False, _e_TopicProduceResponse_2)
+    _write_array(out, o.responses, False, _e_TopicProduceResponse_1)
     out += _S_i.pack(o.throttle_time_ms)
 
 
@@ -369,7 +304,7 @@ def _e_BatchIndexAndErrorMessage_0(out, o):
     _write_nullable_string(out, o.batch_index_error_message)
 
 
-def _d_PartitionProduceResponse_3(b, p):
+def _d_PartitionProduceResponse_2(b, p):
     o = _new(PartitionProduceResponse)
     o.current_leader = LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S_ihqqq.unpack_from(b, p)
@@ -380,7 +315,7 @@ def _d_PartitionProduceResponse_3(b, p):
     return o, p
 
 
-def _e_PartitionProduceResponse_3(out, o):
+def _e_PartitionProduceResponse_2(out, o):
     if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
         raise ValueError("PartitionProduceResponse.current_leader is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
@@ -388,33 +323,33 @@ def _e_PartitionProduceResponse_3(out, o):
     _write_nullable_string(out, o.error_message)
 
 
-def _d_TopicProduceResponse_3(b, p):
+def _d_TopicProduceResponse_2(b, p):
     o = _new(TopicProduceResponse)
     o.name, p = _read_string(b, p)
-    o.partition_responses, p = _read_array(b, p, 36, False, _d_PartitionProduceResponse_3)
+    o.partition_responses, p = _read_array(b, p, 36, False, _d_PartitionProduceResponse_2)
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_TopicProduceResponse_3(out, o):
+def _e_TopicProduceResponse_2(out, o):
     _write_string(out, o.name)
-    _write_array(out, o.partition_responses, False, _e_PartitionProduceResponse_3)
+    _write_array(out, o.partition_responses, False, _e_PartitionProduceResponse_2)
 
 
-def _d_ProduceResponse_4(b, p):
+def _d_ProduceResponse_2(b, p):
     o = _new(ProduceResponse)
     o.node_endpoints = []
-    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_3)
+    o.responses, p = _read_array(b, p, 6, False, _d_TopicProduceResponse_2)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.unknown_tagged_fields = None
     return o, p
 
 
-def _e_ProduceResponse_4(out, chunks, o):
+def _e_ProduceResponse_2(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_array(out, o.responses, False, _e_TopicProduceResponse_3)
+    _write_array(out, o.responses, False, _e_TopicProduceResponse_2)
     out += _S_i.pack(o.throttle_time_ms)
 
 
@@ -440,7 +375,7 @@ def _e_BatchIndexAndErrorMessage_1(out, o):
         out.append(0)
 
 
-def _d_PartitionProduceResponse_4(b, p):
+def _d_PartitionProduceResponse_3(b, p):
     o = _new(PartitionProduceResponse)
     o.current_leader = LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S_ihqqq.unpack_from(b, p)
@@ -455,7 +390,7 @@ def _d_PartitionProduceResponse_4(b, p):
     return o, p
 
 
-def _e_PartitionProduceResponse_4(out, o):
+def _e_PartitionProduceResponse_3(out, o):
     if not ((o.current_leader is not None and _isdef_LeaderIdAndEpoch(o.current_leader))):
         raise ValueError("PartitionProduceResponse.current_leader is not in this version and not ignorable, but holds a non-default value")
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
@@ -467,10 +402,10 @@ def _e_PartitionProduceResponse_4(out, o):
         out.append(0)
 
 
-def _d_TopicProduceResponse_4(b, p):
+def _d_TopicProduceResponse_3(b, p):
     o = _new(TopicProduceResponse)
     o.name, p = _read_compact_string(b, p)
-    o.partition_responses, p = _read_compact_array(b, p, 33, False, _d_PartitionProduceResponse_4)
+    o.partition_responses, p = _read_compact_array(b, p, 33, False, _d_PartitionProduceResponse_3)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -479,19 +414,19 @@ def _d_TopicProduceResponse_4(b, p):
     return o, p
 
 
-def _e_TopicProduceResponse_4(out, o):
+def _e_TopicProduceResponse_3(out, o):
     _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partition_responses, False, _e_PartitionProduceResponse_4)
+    _write_compact_array(out, o.partition_responses, False, _e_PartitionProduceResponse_3)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _d_ProduceResponse_5(b, p):
+def _d_ProduceResponse_3(b, p):
     o = _new(ProduceResponse)
     o.node_endpoints = []
-    o.responses, p = _read_compact_array(b, p, 3, False, _d_TopicProduceResponse_4)
+    o.responses, p = _read_compact_array(b, p, 3, False, _d_TopicProduceResponse_3)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     if b[p]:
@@ -502,10 +437,10 @@ def _d_ProduceResponse_5(b, p):
     return o, p
 
 
-def _e_ProduceResponse_5(out, chunks, o):
+def _e_ProduceResponse_3(out, chunks, o):
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
         raise ValueError("ProduceResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
-    _write_compact_array(out, o.responses, False, _e_TopicProduceResponse_4)
+    _write_compact_array(out, o.responses, False, _e_TopicProduceResponse_3)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -533,7 +468,7 @@ def _e_LeaderIdAndEpoch_0(out, o):
         out.append(0)
 
 
-def _d_PartitionProduceResponse_5(b, p):
+def _d_PartitionProduceResponse_4(b, p):
     o = _new(PartitionProduceResponse)
     o.current_leader = LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S_ihqqq.unpack_from(b, p)
@@ -560,7 +495,7 @@ def _d_PartitionProduceResponse_5(b, p):
     return o, p
 
 
-def _e_PartitionProduceResponse_5(out, o):
+def _e_PartitionProduceResponse_4(out, o):
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     _write_compact_array(out, o.record_errors, False, _e_BatchIndexAndErrorMessage_1)
     _write_compact_nullable_string(out, o.error_message)
@@ -576,10 +511,10 @@ def _e_PartitionProduceResponse_5(out, o):
         out.append(0)
 
 
-def _d_TopicProduceResponse_5(b, p):
+def _d_TopicProduceResponse_4(b, p):
     o = _new(TopicProduceResponse)
     o.name, p = _read_compact_string(b, p)
-    o.partition_responses, p = _read_compact_array(b, p, 33, False, _d_PartitionProduceResponse_5)
+    o.partition_responses, p = _read_compact_array(b, p, 33, False, _d_PartitionProduceResponse_4)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -588,9 +523,9 @@ def _d_TopicProduceResponse_5(b, p):
     return o, p
 
 
-def _e_TopicProduceResponse_5(out, o):
+def _e_TopicProduceResponse_4(out, o):
     _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partition_responses, False, _e_PartitionProduceResponse_5)
+    _write_compact_array(out, o.partition_responses, False, _e_PartitionProduceResponse_4)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -624,10 +559,10 @@ def _e_NodeEndpoint_0(out, o):
         out.append(0)
 
 
-def _d_ProduceResponse_6(b, p):
+def _d_ProduceResponse_4(b, p):
     o = _new(ProduceResponse)
     o.node_endpoints = []
-    o.responses, p = _read_compact_array(b, p, 3, False, _d_TopicProduceResponse_5)
+    o.responses, p = _read_compact_array(b, p, 3, False, _d_TopicProduceResponse_4)
     o.throttle_time_ms, = _S_i.unpack_from(b, p)
     p += 4
     o.unknown_tagged_fields = None
@@ -650,8 +585,8 @@ def _d_ProduceResponse_6(b, p):
     return o, p
 
 
-def _e_ProduceResponse_6(out, chunks, o):
-    _write_compact_array(out, o.responses, False, _e_TopicProduceResponse_5)
+def _e_ProduceResponse_4(out, chunks, o):
+    _write_compact_array(out, o.responses, False, _e_TopicProduceResponse_4)
     out += _S_i.pack(o.throttle_time_ms)
     tagged = []
     if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
@@ -712,5 +647,5 @@ def _isdef_NodeEndpoint(o):
     )
 
 
-ProduceResponse._DECODERS = (_d_ProduceResponse_0, _d_ProduceResponse_1, _d_ProduceResponse_2, _d_ProduceResponse_2, _d_ProduceResponse_2, _d_ProduceResponse_3, _d_ProduceResponse_3, _d_ProduceResponse_3, _d_ProduceResponse_4, _d_ProduceResponse_5, _d_ProduceResponse_6, _d_ProduceResponse_6,)
-ProduceResponse._ENCODERS = (_e_ProduceResponse_0, _e_ProduceResponse_1, _e_ProduceResponse_2, _e_ProduceResponse_2, _e_ProduceResponse_2, _e_ProduceResponse_3, _e_ProduceResponse_3, _e_ProduceResponse_3, _e_ProduceResponse_4, _e_ProduceResponse_5, _e_ProduceResponse_6, _e_ProduceResponse_6,)
+ProduceResponse._DECODERS = (_d_ProduceResponse_0, _d_ProduceResponse_0, _d_ProduceResponse_1, _d_ProduceResponse_1, _d_ProduceResponse_1, _d_ProduceResponse_2, _d_ProduceResponse_3, _d_ProduceResponse_4, _d_ProduceResponse_4, _d_ProduceResponse_4,)
+ProduceResponse._ENCODERS = (_e_ProduceResponse_0, _e_ProduceResponse_0, _e_ProduceResponse_1, _e_ProduceResponse_1, _e_ProduceResponse_1, _e_ProduceResponse_2, _e_ProduceResponse_3, _e_ProduceResponse_4, _e_ProduceResponse_4, _e_ProduceResponse_4,)

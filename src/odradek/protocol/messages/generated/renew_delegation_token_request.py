@@ -65,7 +65,7 @@ class RenewDelegationTokenRequest(_Message):
     NAME = 'RenewDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -119,5 +119,5 @@ def _e_RenewDelegationTokenRequest_1(out, chunks, o):
         out.append(0)
 
 
-RenewDelegationTokenRequest._DECODERS = (_d_RenewDelegationTokenRequest_0, _d_RenewDelegationTokenRequest_0, _d_RenewDelegationTokenRequest_1,)
-RenewDelegationTokenRequest._ENCODERS = (_e_RenewDelegationTokenRequest_0, _e_RenewDelegationTokenRequest_0, _e_RenewDelegationTokenRequest_1,)
+RenewDelegationTokenRequest._DECODERS = (_d_RenewDelegationTokenRequest_0, _d_RenewDelegationTokenRequest_1,)
+RenewDelegationTokenRequest._ENCODERS = (_e_RenewDelegationTokenRequest_0, _e_RenewDelegationTokenRequest_1,)

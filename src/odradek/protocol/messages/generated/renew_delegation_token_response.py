@@ -65,7 +65,7 @@ class RenewDelegationTokenResponse(_Message):
     NAME = 'RenewDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -117,5 +117,5 @@ def _e_RenewDelegationTokenResponse_1(out, chunks, o):
         out.append(0)
 
 
-RenewDelegationTokenResponse._DECODERS = (_d_RenewDelegationTokenResponse_0, _d_RenewDelegationTokenResponse_0, _d_RenewDelegationTokenResponse_1,)
-RenewDelegationTokenResponse._ENCODERS = (_e_RenewDelegationTokenResponse_0, _e_RenewDelegationTokenResponse_0, _e_RenewDelegationTokenResponse_1,)
+RenewDelegationTokenResponse._DECODERS = (_d_RenewDelegationTokenResponse_0, _d_RenewDelegationTokenResponse_1,)
+RenewDelegationTokenResponse._ENCODERS = (_e_RenewDelegationTokenResponse_0, _e_RenewDelegationTokenResponse_1,)

@@ -65,7 +65,7 @@ class RequestHeader(_Message):
     NAME = 'RequestHeader'
     SPEC_TYPE = 'header'
     API_KEY = None
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     HAS_RECORDS = False
@@ -89,19 +89,6 @@ class RequestHeader(_Message):
 
 def _d_RequestHeader_0(b, p):
     o = _new(RequestHeader)
-    o.client_id = ''
-    o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(b, p)
-    p += 8
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_RequestHeader_0(out, chunks, o):
-    out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
-
-
-def _d_RequestHeader_1(b, p):
-    o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(b, p)
     p += 8
     o.client_id, p = _read_nullable_string(b, p)
@@ -109,12 +96,12 @@ def _d_RequestHeader_1(b, p):
     return o, p
 
 
-def _e_RequestHeader_1(out, chunks, o):
+def _e_RequestHeader_0(out, chunks, o):
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     _write_nullable_string(out, o.client_id)
 
 
-def _d_RequestHeader_2(b, p):
+def _d_RequestHeader_1(b, p):
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(b, p)
     p += 8
@@ -127,7 +114,7 @@ def _d_RequestHeader_2(b, p):
     return o, p
 
 
-def _e_RequestHeader_2(out, chunks, o):
+def _e_RequestHeader_1(out, chunks, o):
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     _write_nullable_string(out, o.client_id)
     if o.unknown_tagged_fields:
@@ -136,5 +123,5 @@ def _e_RequestHeader_2(out, chunks, o):
         out.append(0)
 
 
-RequestHeader._DECODERS = (_d_RequestHeader_0, _d_RequestHeader_1, _d_RequestHeader_2,)
-RequestHeader._ENCODERS = (_e_RequestHeader_0, _e_RequestHeader_1, _e_RequestHeader_2,)
+RequestHeader._DECODERS = (_d_RequestHeader_0, _d_RequestHeader_1,)
+RequestHeader._ENCODERS = (_e_RequestHeader_0, _e_RequestHeader_1,)

@@ -54,9 +54,12 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_h = _StructFormat('>h')
+_S_q = _StructFormat('>q')
 _S_qhib = _StructFormat('>qhib')
 _S_qq = _StructFormat('>qq')
 _A_i = _FIXED_ARRAY_TYPES['i']
+_TAGS_0_1_2 = frozenset((0, 1, 2))
 
 
 class PartitionsSchema(_Struct):
@@ -78,8 +81,8 @@ class PartitionsSchema(_Struct):
 class TransactionLogValue(_Message):
     """TransactionLogValue (data, from records/transaction_state/TransactionLogValue.json)."""
 
-    __slots__ = ('producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'unknown_tagged_fields')
-    _FIELDS = ('producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms')
+    __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
+    _FIELDS = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version')
     NAME = 'TransactionLogValue'
     SPEC_TYPE = 'data'
     API_KEY = None
@@ -93,21 +96,27 @@ class TransactionLogValue(_Message):
         self,
         *,
         producer_id: int = 0,
+        previous_producer_id: int = -1,
+        next_producer_id: int = -1,
         producer_epoch: int = 0,
         transaction_timeout_ms: int = 0,
         transaction_status: int = 0,
         transaction_partitions: list[PartitionsSchema] | None = _UNSET,
         transaction_last_update_timestamp_ms: int = 0,
         transaction_start_timestamp_ms: int = 0,
+        client_transaction_version: int = 0,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.producer_id = producer_id
+        self.previous_producer_id = previous_producer_id
+        self.next_producer_id = next_producer_id
         self.producer_epoch = producer_epoch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.transaction_status = transaction_status
         self.transaction_partitions = [] if transaction_partitions is _UNSET else transaction_partitions
         self.transaction_last_update_timestamp_ms = transaction_last_update_timestamp_ms
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
+        self.client_transaction_version = client_transaction_version
         self.unknown_tagged_fields = unknown_tagged_fields
 
 PartitionsSchema.__qualname__ = 'TransactionLogValue.PartitionsSchema'
@@ -128,6 +137,9 @@ def _e_PartitionsSchema_0(out, o):
 
 def _d_TransactionLogValue_0(b, p):
     o = _new(TransactionLogValue)
+    o.previous_producer_id = -1
+    o.next_producer_id = -1
+    o.client_transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S_qhib.unpack_from(b, p)
     p += 15
     o.transaction_partitions, p = _read_array(b, p, 6, True, _d_PartitionsSchema_0)
@@ -138,6 +150,12 @@ def _d_TransactionLogValue_0(b, p):
 
 
 def _e_TransactionLogValue_0(out, chunks, o):
+    if not (o.previous_producer_id == -1):
+        raise ValueError("TransactionLogValue.previous_producer_id is not in this version and not ignorable, but holds a non-default value")
+    if not (o.next_producer_id == -1):
+        raise ValueError("TransactionLogValue.next_producer_id is not in this version and not ignorable, but holds a non-default value")
+    if not (o.client_transaction_version == 0):
+        raise ValueError("TransactionLogValue.client_transaction_version is not in this version and not ignorable, but holds a non-default value")
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     _write_array(out, o.transaction_partitions, True, _e_PartitionsSchema_0)
     out += _S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
@@ -166,16 +184,38 @@ def _e_PartitionsSchema_1(out, o):
 
 def _d_TransactionLogValue_1(b, p):
     o = _new(TransactionLogValue)
+    o.previous_producer_id = -1
+    o.next_producer_id = -1
+    o.client_transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S_qhib.unpack_from(b, p)
     p += 15
     o.transaction_partitions, p = _read_compact_array(b, p, 3, True, _d_PartitionsSchema_1)
     o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms = _S_qq.unpack_from(b, p)
     p += 16
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
         p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                (o.previous_producer_id,) = _S_q.unpack_from(b, p)
+                p += 8
+            elif tag == 1:
+                (o.next_producer_id,) = _S_q.unpack_from(b, p)
+                p += 8
+            elif tag == 2:
+                (o.client_transaction_version,) = _S_h.unpack_from(b, p)
+                p += 2
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
     return o, p
 
 
@@ -183,8 +223,15 @@ def _e_TransactionLogValue_1(out, chunks, o):
     out += _S_qhib.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     _write_compact_array(out, o.transaction_partitions, True, _e_PartitionsSchema_1)
     out += _S_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    tagged = []
+    if not (o.previous_producer_id == -1):
+        tagged.append((0, _S_q.pack(o.previous_producer_id)))
+    if not (o.next_producer_id == -1):
+        tagged.append((1, _S_q.pack(o.next_producer_id)))
+    if not (o.client_transaction_version == 0):
+        tagged.append((2, _S_h.pack(o.client_transaction_version)))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0_1_2)
     else:
         out.append(0)
 

@@ -105,7 +105,7 @@ class TxnOffsetCommitRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
     TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic
@@ -338,5 +338,5 @@ def _isdef_TxnOffsetCommitRequestPartition(o):
     )
 
 
-TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_0, _d_TxnOffsetCommitRequest_0, _d_TxnOffsetCommitRequest_1, _d_TxnOffsetCommitRequest_2, _d_TxnOffsetCommitRequest_2,)
-TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_0, _e_TxnOffsetCommitRequest_0, _e_TxnOffsetCommitRequest_1, _e_TxnOffsetCommitRequest_2, _e_TxnOffsetCommitRequest_2,)
+TxnOffsetCommitRequest._DECODERS = (_d_TxnOffsetCommitRequest_0, _d_TxnOffsetCommitRequest_0, _d_TxnOffsetCommitRequest_1, _d_TxnOffsetCommitRequest_2, _d_TxnOffsetCommitRequest_2, _d_TxnOffsetCommitRequest_2,)
+TxnOffsetCommitRequest._ENCODERS = (_e_TxnOffsetCommitRequest_0, _e_TxnOffsetCommitRequest_0, _e_TxnOffsetCommitRequest_1, _e_TxnOffsetCommitRequest_2, _e_TxnOffsetCommitRequest_2, _e_TxnOffsetCommitRequest_2,)

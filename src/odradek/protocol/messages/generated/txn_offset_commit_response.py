@@ -99,7 +99,7 @@ class TxnOffsetCommitResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     HAS_RECORDS = False
     TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic
@@ -238,5 +238,5 @@ def _isdef_TxnOffsetCommitResponsePartition(o):
     )
 
 
-TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_1, _d_TxnOffsetCommitResponse_1,)
-TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_1, _e_TxnOffsetCommitResponse_1,)
+TxnOffsetCommitResponse._DECODERS = (_d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_0, _d_TxnOffsetCommitResponse_1, _d_TxnOffsetCommitResponse_1, _d_TxnOffsetCommitResponse_1,)
+TxnOffsetCommitResponse._ENCODERS = (_e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_0, _e_TxnOffsetCommitResponse_1, _e_TxnOffsetCommitResponse_1, _e_TxnOffsetCommitResponse_1,)

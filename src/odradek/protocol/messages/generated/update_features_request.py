@@ -89,7 +89,7 @@ class UpdateFeaturesRequest(_Message):
     SPEC_TYPE = 'request'
     API_KEY = 57
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     FeatureUpdateKey = FeatureUpdateKey
@@ -220,5 +220,5 @@ def _isdef_FeatureUpdateKey(o):
     )
 
 
-UpdateFeaturesRequest._DECODERS = (_d_UpdateFeaturesRequest_0, _d_UpdateFeaturesRequest_1,)
-UpdateFeaturesRequest._ENCODERS = (_e_UpdateFeaturesRequest_0, _e_UpdateFeaturesRequest_1,)
+UpdateFeaturesRequest._DECODERS = (_d_UpdateFeaturesRequest_0, _d_UpdateFeaturesRequest_1, _d_UpdateFeaturesRequest_1,)
+UpdateFeaturesRequest._ENCODERS = (_e_UpdateFeaturesRequest_0, _e_UpdateFeaturesRequest_1, _e_UpdateFeaturesRequest_1,)

@@ -85,7 +85,7 @@ class UpdateFeaturesResponse(_Message):
     SPEC_TYPE = 'response'
     API_KEY = 57
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     UpdatableFeatureResult = UpdatableFeatureResult
@@ -156,6 +156,29 @@ def _e_UpdateFeaturesResponse_0(out, chunks, o):
         out.append(0)
 
 
+def _d_UpdateFeaturesResponse_1(b, p):
+    o = _new(UpdateFeaturesResponse)
+    o.results = []
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(b, p)
+    p += 6
+    o.error_message, p = _read_compact_nullable_string(b, p)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_UpdateFeaturesResponse_1(out, chunks, o):
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _write_compact_nullable_string(out, o.error_message)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_UpdatableFeatureResult(o):
     return (
         o.feature == ''
@@ -165,5 +188,5 @@ def _isdef_UpdatableFeatureResult(o):
     )
 
 
-UpdateFeaturesResponse._DECODERS = (_d_UpdateFeaturesResponse_0, _d_UpdateFeaturesResponse_0,)
-UpdateFeaturesResponse._ENCODERS = (_e_UpdateFeaturesResponse_0, _e_UpdateFeaturesResponse_0,)
+UpdateFeaturesResponse._DECODERS = (_d_UpdateFeaturesResponse_0, _d_UpdateFeaturesResponse_0, _d_UpdateFeaturesResponse_1,)
+UpdateFeaturesResponse._ENCODERS = (_e_UpdateFeaturesResponse_0, _e_UpdateFeaturesResponse_0, _e_UpdateFeaturesResponse_1,)

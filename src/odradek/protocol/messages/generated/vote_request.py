@@ -54,6 +54,9 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_i = _StructFormat('>i')
+_S_iiiUUiq = _StructFormat('>iii16s16siq')
+_S_iiiUUiqz = _StructFormat('>iii16s16siq?')
 _S_iiiiq = _StructFormat('>iiiiq')
 
 
@@ -74,37 +77,43 @@ class TopicData(_Struct):
 
 
 class PartitionData(_Struct):
-    __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields')
-    _FIELDS = ('partition_index', 'candidate_epoch', 'candidate_id', 'last_offset_epoch', 'last_offset')
+    __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields')
+    _FIELDS = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote')
 
     def __init__(
         self,
         *,
         partition_index: int = 0,
-        candidate_epoch: int = 0,
-        candidate_id: int = 0,
+        replica_epoch: int = 0,
+        replica_id: int = 0,
+        replica_directory_id: uuid.UUID = _ZERO_UUID,
+        voter_directory_id: uuid.UUID = _ZERO_UUID,
         last_offset_epoch: int = 0,
         last_offset: int = 0,
+        pre_vote: bool = False,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.partition_index = partition_index
-        self.candidate_epoch = candidate_epoch
-        self.candidate_id = candidate_id
+        self.replica_epoch = replica_epoch
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.voter_directory_id = voter_directory_id
         self.last_offset_epoch = last_offset_epoch
         self.last_offset = last_offset
+        self.pre_vote = pre_vote
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class VoteRequest(_Message):
     """VoteRequest (request, from messages/VoteRequest.json)."""
 
-    __slots__ = ('cluster_id', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('cluster_id', 'topics')
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields')
+    _FIELDS = ('cluster_id', 'voter_id', 'topics')
     NAME = 'VoteRequest'
     SPEC_TYPE = 'request'
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicData = TopicData
@@ -114,10 +123,12 @@ class VoteRequest(_Message):
         self,
         *,
         cluster_id: str | None = None,
+        voter_id: int = -1,
         topics: list[TopicData] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.cluster_id = cluster_id
+        self.voter_id = voter_id
         self.topics = [] if topics is None else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -127,7 +138,10 @@ PartitionData.__qualname__ = 'VoteRequest.PartitionData'
 
 def _d_PartitionData_0(b, p):
     o = _new(PartitionData)
-    o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset = _S_iiiiq.unpack_from(b, p)
+    o.replica_directory_id = _ZERO_UUID
+    o.voter_directory_id = _ZERO_UUID
+    o.pre_vote = False
+    o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset = _S_iiiiq.unpack_from(b, p)
     p += 24
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
@@ -138,7 +152,9 @@ def _d_PartitionData_0(b, p):
 
 
 def _e_PartitionData_0(out, o):
-    out += _S_iiiiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
+    if not (o.pre_vote == False):
+        raise ValueError("PartitionData.pre_vote is not in this version and not ignorable, but holds a non-default value")
+    out += _S_iiiiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -168,6 +184,7 @@ def _e_TopicData_0(out, o):
 
 def _d_VoteRequest_0(b, p):
     o = _new(VoteRequest)
+    o.voter_id = -1
     o.cluster_id, p = _read_compact_nullable_string(b, p)
     o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
     if b[p]:
@@ -187,6 +204,143 @@ def _e_VoteRequest_0(out, chunks, o):
         out.append(0)
 
 
+def _d_PartitionData_1(b, p):
+    o = _new(PartitionData)
+    o.pre_vote = False
+    o.partition_index, o.replica_epoch, o.replica_id, u3, u4, o.last_offset_epoch, o.last_offset = _S_iiiUUiq.unpack_from(b, p)
+    o.replica_directory_id = _uuid_from_bytes(u3)
+    o.voter_directory_id = _uuid_from_bytes(u4)
+    p += 56
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_PartitionData_1(out, o):
+    if not (o.pre_vote == False):
+        raise ValueError("PartitionData.pre_vote is not in this version and not ignorable, but holds a non-default value")
+    out += _S_iiiUUiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_TopicData_1(b, p):
+    o = _new(TopicData)
+    o.topic_name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 57, False, _d_PartitionData_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicData_1(out, o):
+    _write_compact_string(out, o.topic_name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_VoteRequest_1(b, p):
+    o = _new(VoteRequest)
+    o.cluster_id, p = _read_compact_nullable_string(b, p)
+    o.voter_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_1)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_VoteRequest_1(out, chunks, o):
+    _write_compact_nullable_string(out, o.cluster_id)
+    out += _S_i.pack(o.voter_id)
+    _write_compact_array(out, o.topics, False, _e_TopicData_1)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_PartitionData_2(b, p):
+    o = _new(PartitionData)
+    o.partition_index, o.replica_epoch, o.replica_id, u3, u4, o.last_offset_epoch, o.last_offset, o.pre_vote = _S_iiiUUiqz.unpack_from(b, p)
+    o.replica_directory_id = _uuid_from_bytes(u3)
+    o.voter_directory_id = _uuid_from_bytes(u4)
+    p += 57
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_PartitionData_2(out, o):
+    out += _S_iiiUUiqz.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_TopicData_2(b, p):
+    o = _new(TopicData)
+    o.topic_name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 58, False, _d_PartitionData_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_TopicData_2(out, o):
+    _write_compact_string(out, o.topic_name)
+    _write_compact_array(out, o.partitions, False, _e_PartitionData_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_VoteRequest_2(b, p):
+    o = _new(VoteRequest)
+    o.cluster_id, p = _read_compact_nullable_string(b, p)
+    o.voter_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_2)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_VoteRequest_2(out, chunks, o):
+    _write_compact_nullable_string(out, o.cluster_id)
+    out += _S_i.pack(o.voter_id)
+    _write_compact_array(out, o.topics, False, _e_TopicData_2)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
 def _isdef_TopicData(o):
     return (
         o.topic_name == ''
@@ -198,13 +352,16 @@ def _isdef_TopicData(o):
 def _isdef_PartitionData(o):
     return (
         o.partition_index == 0
-        and o.candidate_epoch == 0
-        and o.candidate_id == 0
+        and o.replica_epoch == 0
+        and o.replica_id == 0
+        and o.replica_directory_id == _ZERO_UUID
+        and o.voter_directory_id == _ZERO_UUID
         and o.last_offset_epoch == 0
         and o.last_offset == 0
+        and o.pre_vote == False
         and not o.unknown_tagged_fields
     )
 
 
-VoteRequest._DECODERS = (_d_VoteRequest_0,)
-VoteRequest._ENCODERS = (_e_VoteRequest_0,)
+VoteRequest._DECODERS = (_d_VoteRequest_0, _d_VoteRequest_1, _d_VoteRequest_2,)
+VoteRequest._ENCODERS = (_e_VoteRequest_0, _e_VoteRequest_1, _e_VoteRequest_2,)

@@ -54,8 +54,11 @@ from odradek.protocol.primitives import write_uvarint as _write_uvarint
 
 _new = object.__new__
 
+_S_H = _StructFormat('>H')
 _S_h = _StructFormat('>h')
+_S_i = _StructFormat('>i')
 _S_ihiiz = _StructFormat('>ihii?')
+_TAGS_0 = frozenset((0,))
 
 
 class TopicData(_Struct):
@@ -96,34 +99,56 @@ class PartitionData(_Struct):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
+class NodeEndpoint(_Struct):
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
+    _FIELDS = ('node_id', 'host', 'port')
+
+    def __init__(
+        self,
+        *,
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+        unknown_tagged_fields: dict[int, bytes] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+
 class VoteResponse(_Message):
     """VoteResponse (response, from messages/VoteResponse.json)."""
 
-    __slots__ = ('error_code', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('error_code', 'topics')
+    __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('error_code', 'topics', 'node_endpoints')
     NAME = 'VoteResponse'
     SPEC_TYPE = 'response'
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     HAS_RECORDS = False
     TopicData = TopicData
     PartitionData = PartitionData
+    NodeEndpoint = NodeEndpoint
 
     def __init__(
         self,
         *,
         error_code: int = 0,
         topics: list[TopicData] | None = None,
+        node_endpoints: list[NodeEndpoint] | None = None,
         unknown_tagged_fields: dict[int, bytes] | None = None,
     ) -> None:
         self.error_code = error_code
         self.topics = [] if topics is None else topics
+        self.node_endpoints = [] if node_endpoints is None else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
 
 TopicData.__qualname__ = 'VoteResponse.TopicData'
 PartitionData.__qualname__ = 'VoteResponse.PartitionData'
+NodeEndpoint.__qualname__ = 'VoteResponse.NodeEndpoint'
 
 
 def _d_PartitionData_0(b, p):
@@ -169,6 +194,7 @@ def _e_TopicData_0(out, o):
 
 def _d_VoteResponse_0(b, p):
     o = _new(VoteResponse)
+    o.node_endpoints = []
     o.error_code, = _S_h.unpack_from(b, p)
     p += 2
     o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
@@ -181,10 +207,77 @@ def _d_VoteResponse_0(b, p):
 
 
 def _e_VoteResponse_0(out, chunks, o):
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        raise ValueError("VoteResponse.node_endpoints is not in this version and not ignorable, but holds a non-default value")
     out += _S_h.pack(o.error_code)
     _write_compact_array(out, o.topics, False, _e_TopicData_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_NodeEndpoint_0(b, p):
+    o = _new(NodeEndpoint)
+    o.node_id, = _S_i.unpack_from(b, p)
+    p += 4
+    o.host, p = _read_compact_string(b, p)
+    o.port, = _S_H.unpack_from(b, p)
+    p += 2
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
+    return o, p
+
+
+def _e_NodeEndpoint_0(out, o):
+    out += _S_i.pack(o.node_id)
+    _write_compact_string(out, o.host)
+    out += _S_H.pack(o.port)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
+
+
+def _d_VoteResponse_1(b, p):
+    o = _new(VoteResponse)
+    o.node_endpoints = []
+    o.error_code, = _S_h.unpack_from(b, p)
+    p += 2
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_TopicData_0)
+    o.unknown_tagged_fields = None
+    if b[p] == 0:
+        p += 1
+    else:
+        count, p = _read_uvarint(b, p)
+        for _ in range(count):
+            tag, size, p = _read_tagged_header(b, p)
+            end = p + size
+            if tag == 0:
+                o.node_endpoints, p = _read_compact_array(b, p, 8, False, _d_NodeEndpoint_0)
+            else:
+                if o.unknown_tagged_fields is None:
+                    o.unknown_tagged_fields = {}
+                o.unknown_tagged_fields[tag] = b[p:end].tobytes()
+                p = end
+            if p != end:
+                raise _DecodeError(f"tagged field {tag}: size {size} does not match")
+    return o, p
+
+
+def _e_VoteResponse_1(out, chunks, o):
+    out += _S_h.pack(o.error_code)
+    _write_compact_array(out, o.topics, False, _e_TopicData_0)
+    tagged = []
+    if not ((o.node_endpoints is not None and len(o.node_endpoints) == 0)):
+        t = bytearray()
+        _write_compact_array(t, o.node_endpoints, False, _e_NodeEndpoint_0)
+        tagged.append((0, t))
+    if tagged or o.unknown_tagged_fields:
+        _write_tagged_fields(out, tagged, o.unknown_tagged_fields, _TAGS_0)
     else:
         out.append(0)
 
@@ -208,5 +301,14 @@ def _isdef_PartitionData(o):
     )
 
 
-VoteResponse._DECODERS = (_d_VoteResponse_0,)
-VoteResponse._ENCODERS = (_e_VoteResponse_0,)
+def _isdef_NodeEndpoint(o):
+    return (
+        o.node_id == 0
+        and o.host == ''
+        and o.port == 0
+        and not o.unknown_tagged_fields
+    )
+
+
+VoteResponse._DECODERS = (_d_VoteResponse_0, _d_VoteResponse_1, _d_VoteResponse_1,)
+VoteResponse._ENCODERS = (_e_VoteResponse_0, _e_VoteResponse_1, _e_VoteResponse_1,)

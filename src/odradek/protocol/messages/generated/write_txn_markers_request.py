@@ -105,7 +105,7 @@ class WriteTxnMarkersRequest(_Message):
     NAME = 'WriteTxnMarkersRequest'
     SPEC_TYPE = 'request'
     API_KEY = 27
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 1
     HAS_RECORDS = False
@@ -127,47 +127,6 @@ WritableTxnMarkerTopic.__qualname__ = 'WriteTxnMarkersRequest.WritableTxnMarkerT
 
 def _d_WritableTxnMarkerTopic_0(b, p):
     o = _new(WritableTxnMarkerTopic)
-    o.name, p = _read_string(b, p)
-    o.partition_indexes, p = _read_fixed_array(b, p, _A_i, False)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_WritableTxnMarkerTopic_0(out, o):
-    _write_string(out, o.name)
-    _write_fixed_array(out, o.partition_indexes, _A_i, False)
-
-
-def _d_WritableTxnMarker_0(b, p):
-    o = _new(WritableTxnMarker)
-    o.producer_id, o.producer_epoch, o.transaction_result = _S_qhz.unpack_from(b, p)
-    p += 11
-    o.topics, p = _read_array(b, p, 6, False, _d_WritableTxnMarkerTopic_0)
-    o.coordinator_epoch, = _S_i.unpack_from(b, p)
-    p += 4
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_WritableTxnMarker_0(out, o):
-    out += _S_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
-    _write_array(out, o.topics, False, _e_WritableTxnMarkerTopic_0)
-    out += _S_i.pack(o.coordinator_epoch)
-
-
-def _d_WriteTxnMarkersRequest_0(b, p):
-    o = _new(WriteTxnMarkersRequest)
-    o.markers, p = _read_array(b, p, 19, False, _d_WritableTxnMarker_0)
-    o.unknown_tagged_fields = None
-    return o, p
-
-
-def _e_WriteTxnMarkersRequest_0(out, chunks, o):
-    _write_array(out, o.markers, False, _e_WritableTxnMarker_0)
-
-
-def _d_WritableTxnMarkerTopic_1(b, p):
-    o = _new(WritableTxnMarkerTopic)
     o.name, p = _read_compact_string(b, p)
     o.partition_indexes, p = _read_compact_fixed_array(b, p, _A_i, False)
     if b[p]:
@@ -178,7 +137,7 @@ def _d_WritableTxnMarkerTopic_1(b, p):
     return o, p
 
 
-def _e_WritableTxnMarkerTopic_1(out, o):
+def _e_WritableTxnMarkerTopic_0(out, o):
     _write_compact_string(out, o.name)
     _write_compact_fixed_array(out, o.partition_indexes, _A_i, False)
     if o.unknown_tagged_fields:
@@ -187,11 +146,11 @@ def _e_WritableTxnMarkerTopic_1(out, o):
         out.append(0)
 
 
-def _d_WritableTxnMarker_1(b, p):
+def _d_WritableTxnMarker_0(b, p):
     o = _new(WritableTxnMarker)
     o.producer_id, o.producer_epoch, o.transaction_result = _S_qhz.unpack_from(b, p)
     p += 11
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_WritableTxnMarkerTopic_1)
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_WritableTxnMarkerTopic_0)
     o.coordinator_epoch, = _S_i.unpack_from(b, p)
     p += 4
     if b[p]:
@@ -202,9 +161,9 @@ def _d_WritableTxnMarker_1(b, p):
     return o, p
 
 
-def _e_WritableTxnMarker_1(out, o):
+def _e_WritableTxnMarker_0(out, o):
     out += _S_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
-    _write_compact_array(out, o.topics, False, _e_WritableTxnMarkerTopic_1)
+    _write_compact_array(out, o.topics, False, _e_WritableTxnMarkerTopic_0)
     out += _S_i.pack(o.coordinator_epoch)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
@@ -212,9 +171,9 @@ def _e_WritableTxnMarker_1(out, o):
         out.append(0)
 
 
-def _d_WriteTxnMarkersRequest_1(b, p):
+def _d_WriteTxnMarkersRequest_0(b, p):
     o = _new(WriteTxnMarkersRequest)
-    o.markers, p = _read_compact_array(b, p, 17, False, _d_WritableTxnMarker_1)
+    o.markers, p = _read_compact_array(b, p, 17, False, _d_WritableTxnMarker_0)
     if b[p]:
         o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
     else:
@@ -223,8 +182,8 @@ def _d_WriteTxnMarkersRequest_1(b, p):
     return o, p
 
 
-def _e_WriteTxnMarkersRequest_1(out, chunks, o):
-    _write_compact_array(out, o.markers, False, _e_WritableTxnMarker_1)
+def _e_WriteTxnMarkersRequest_0(out, chunks, o):
+    _write_compact_array(out, o.markers, False, _e_WritableTxnMarker_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -250,5 +209,5 @@ def _isdef_WritableTxnMarkerTopic(o):
     )
 
 
-WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_0, _d_WriteTxnMarkersRequest_1,)
-WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_0, _e_WriteTxnMarkersRequest_1,)
+WriteTxnMarkersRequest._DECODERS = (_d_WriteTxnMarkersRequest_0,)
+WriteTxnMarkersRequest._ENCODERS = (_e_WriteTxnMarkersRequest_0,)

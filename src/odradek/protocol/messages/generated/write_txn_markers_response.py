@@ -114,7 +114,7 @@ class WriteTxnMarkersResponse(_Message):
     NAME = 'WriteTxnMarkersResponse'
     SPEC_TYPE = 'response'
     API_KEY = 27
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 1
     FLEXIBLE_MIN = 1
     HAS_RECORDS = False
@@ -140,128 +140,78 @@ def _d_WritableTxnMarkerPartitionResult_0(b, p):
     o = _new(WritableTxnMarkerPartitionResult)
     o.partition_index, o.error_code = _S_ih.unpack_from(b, p)
     p += 6
-    o.unknown_tagged_fields = None
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_WritableTxnMarkerPartitionResult_0(out, o):
     out += _S_ih.pack(o.partition_index, o.error_code)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerTopicResult_0(b, p):
     o = _new(WritableTxnMarkerTopicResult)
-    o.name, p = _read_string(b, p)
-    o.partitions, p = _read_array(b, p, 6, False, _d_WritableTxnMarkerPartitionResult_0)
-    o.unknown_tagged_fields = None
+    o.name, p = _read_compact_string(b, p)
+    o.partitions, p = _read_compact_array(b, p, 7, False, _d_WritableTxnMarkerPartitionResult_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_WritableTxnMarkerTopicResult_0(out, o):
-    _write_string(out, o.name)
-    _write_array(out, o.partitions, False, _e_WritableTxnMarkerPartitionResult_0)
+    _write_compact_string(out, o.name)
+    _write_compact_array(out, o.partitions, False, _e_WritableTxnMarkerPartitionResult_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerResult_0(b, p):
     o = _new(WritableTxnMarkerResult)
     o.producer_id, = _S_q.unpack_from(b, p)
     p += 8
-    o.topics, p = _read_array(b, p, 6, False, _d_WritableTxnMarkerTopicResult_0)
-    o.unknown_tagged_fields = None
+    o.topics, p = _read_compact_array(b, p, 3, False, _d_WritableTxnMarkerTopicResult_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_WritableTxnMarkerResult_0(out, o):
     out += _S_q.pack(o.producer_id)
-    _write_array(out, o.topics, False, _e_WritableTxnMarkerTopicResult_0)
+    _write_compact_array(out, o.topics, False, _e_WritableTxnMarkerTopicResult_0)
+    if o.unknown_tagged_fields:
+        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WriteTxnMarkersResponse_0(b, p):
     o = _new(WriteTxnMarkersResponse)
-    o.markers, p = _read_array(b, p, 12, False, _d_WritableTxnMarkerResult_0)
-    o.unknown_tagged_fields = None
+    o.markers, p = _read_compact_array(b, p, 10, False, _d_WritableTxnMarkerResult_0)
+    if b[p]:
+        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
+    else:
+        o.unknown_tagged_fields = None
+        p += 1
     return o, p
 
 
 def _e_WriteTxnMarkersResponse_0(out, chunks, o):
-    _write_array(out, o.markers, False, _e_WritableTxnMarkerResult_0)
-
-
-def _d_WritableTxnMarkerPartitionResult_1(b, p):
-    o = _new(WritableTxnMarkerPartitionResult)
-    o.partition_index, o.error_code = _S_ih.unpack_from(b, p)
-    p += 6
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_WritableTxnMarkerPartitionResult_1(out, o):
-    out += _S_ih.pack(o.partition_index, o.error_code)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_WritableTxnMarkerTopicResult_1(b, p):
-    o = _new(WritableTxnMarkerTopicResult)
-    o.name, p = _read_compact_string(b, p)
-    o.partitions, p = _read_compact_array(b, p, 7, False, _d_WritableTxnMarkerPartitionResult_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_WritableTxnMarkerTopicResult_1(out, o):
-    _write_compact_string(out, o.name)
-    _write_compact_array(out, o.partitions, False, _e_WritableTxnMarkerPartitionResult_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_WritableTxnMarkerResult_1(b, p):
-    o = _new(WritableTxnMarkerResult)
-    o.producer_id, = _S_q.unpack_from(b, p)
-    p += 8
-    o.topics, p = _read_compact_array(b, p, 3, False, _d_WritableTxnMarkerTopicResult_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_WritableTxnMarkerResult_1(out, o):
-    out += _S_q.pack(o.producer_id)
-    _write_compact_array(out, o.topics, False, _e_WritableTxnMarkerTopicResult_1)
-    if o.unknown_tagged_fields:
-        _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _d_WriteTxnMarkersResponse_1(b, p):
-    o = _new(WriteTxnMarkersResponse)
-    o.markers, p = _read_compact_array(b, p, 10, False, _d_WritableTxnMarkerResult_1)
-    if b[p]:
-        o.unknown_tagged_fields, p = _read_unknown_tagged_fields(b, p)
-    else:
-        o.unknown_tagged_fields = None
-        p += 1
-    return o, p
-
-
-def _e_WriteTxnMarkersResponse_1(out, chunks, o):
-    _write_compact_array(out, o.markers, False, _e_WritableTxnMarkerResult_1)
+    _write_compact_array(out, o.markers, False, _e_WritableTxnMarkerResult_0)
     if o.unknown_tagged_fields:
         _write_unknown_tagged_fields(out, o.unknown_tagged_fields)
     else:
@@ -292,5 +242,5 @@ def _isdef_WritableTxnMarkerPartitionResult(o):
     )
 
 
-WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_0, _d_WriteTxnMarkersResponse_1,)
-WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_0, _e_WriteTxnMarkersResponse_1,)
+WriteTxnMarkersResponse._DECODERS = (_d_WriteTxnMarkersResponse_0,)
+WriteTxnMarkersResponse._ENCODERS = (_e_WriteTxnMarkersResponse_0,)
