@@ -10,7 +10,10 @@ next start deletes.
 Its content is Kafka's: RecordBatch v2 batches with offsets from 0 and the snapshot's epoch as
 partition leader epoch; first a control batch holding a SnapshotHeaderRecord (with the
 timestamp of the last record the snapshot includes), then batches of state records, last a
-control batch holding a SnapshotFooterRecord. `read_snapshot` (and `freeze`, for a snapshot
+control batch holding a SnapshotFooterRecord. A snapshot of a dynamic quorum (kraft.version 1)
+has, right after the header, a control batch with a KRaftVersionRecord and a VotersRecord: the
+voter set as of the snapshot. The bootstrap snapshot `storage format` writes for a dynamic
+quorum (id 0-0, `bootstrap_snapshot`) is just that: header, those two records, footer. `read_snapshot` (and `freeze`, for a snapshot
 downloaded in chunks) checks every CRC, the header, the footer and that nothing follows it: a
 corrupt or partial snapshot is never used.
 
@@ -45,6 +48,14 @@ from odradek.protocol.records.control import (
     ControlRecordType,
     build_control_record_batch,
     decode_control_key,
+    encode_control_key,
+)
+from odradek.raft.voters import (
+    KRAFT_VERSION_STATIC,
+    VoterSet,
+    kraft_version_record,
+    voter_set_from_record,
+    voters_record,
 )
 
 log = logging.getLogger("odradek.raft.snapshot")
@@ -107,6 +118,27 @@ def footer_batch(base_offset: int, epoch: int, timestamp: int) -> bytes:
                                       partition_leader_epoch=epoch)
 
 
+def kraft_control_batch(base_offset: int, epoch: int, timestamp: int, kraft_version: int,
+                        voters: VoterSet) -> bytes:
+    """One control batch of a KRaftVersionRecord and a VotersRecord (Kafka writes both in one
+    batch, in the snapshot after the header and in the log when the voters change)."""
+    builder = RecordBatchBuilder(base_offset=base_offset, partition_leader_epoch=epoch,
+                                 is_control=True)
+    builder.append(timestamp, encode_control_key(ControlRecordType.KRAFT_VERSION),
+                   kraft_version_record(kraft_version).encode(0))
+    builder.append(timestamp, encode_control_key(ControlRecordType.KRAFT_VOTERS),
+                   voters_record(voters).encode(0))
+    return builder.build()
+
+
+def bootstrap_snapshot(voters: VoterSet, kraft_version: int, timestamp: int) -> bytes:
+    """The 0-0 snapshot `storage format --standalone` / `--initial-controllers` writes: the
+    initial voters of a dynamic quorum."""
+    return b"".join([header_batch(0, timestamp),
+                     kraft_control_batch(1, 0, timestamp, kraft_version, voters),
+                     footer_batch(3, 0, timestamp)])
+
+
 def data_batch(base_offset: int, epoch: int, timestamp: int, values: Iterable[bytes]) -> bytes:
     builder = RecordBatchBuilder(base_offset=base_offset, partition_leader_epoch=epoch)
     for value in values:
@@ -162,15 +194,14 @@ class SnapshotContent:
     last_contained_timestamp: int
     epoch: int  # the batches' partition leader epoch
     values: list[bytes]  # the state records, in order
+    kraft_version: int = KRAFT_VERSION_STATIC
+    voters: VoterSet | None = None  # the voter set as of the snapshot (dynamic quorums)
 
 
-def _control_record(data: bytes | memoryview, pos: int, header) -> tuple[ControlRecordType,
-                                                                          bytes]:
-    records = list(iter_records(data, pos, header))
-    if len(records) != 1:
-        raise CorruptSnapshotError(f"a snapshot control batch holds {len(records)} records")
-    record = records[0]
-    return decode_control_key(record.key), bytes(record.value or b"")
+def _control_records(data: bytes | memoryview, pos: int,
+                     header) -> list[tuple[ControlRecordType, bytes]]:
+    return [(decode_control_key(record.key), bytes(record.value or b""))
+            for record in iter_records(data, pos, header)]
 
 
 def check_snapshot(data: bytes | memoryview, *, decode_values: bool = True) -> SnapshotContent:
@@ -195,6 +226,8 @@ def _check_snapshot(data: bytes | memoryview, decode_values: bool) -> SnapshotCo
     epoch = batches[0][1].partition_leader_epoch
     values: list[bytes] = []
     timestamp = -1
+    kraft_version = KRAFT_VERSION_STATIC
+    voters: VoterSet | None = None
     for index, (pos, header) in enumerate(batches):
         verify_crc(data, pos, header)
         if header.base_offset != expected:
@@ -205,21 +238,33 @@ def _check_snapshot(data: bytes | memoryview, decode_values: bool) -> SnapshotCo
         expected = header.next_offset
         first, last = index == 0, index == len(batches) - 1
         if header.is_control:
-            kind, value = _control_record(data, pos, header)
-            if first and kind == ControlRecordType.SNAPSHOT_HEADER:
-                decoded = m.SnapshotHeaderRecord.decode(value, 0)
+            records = _control_records(data, pos, header)
+            kinds = [kind for kind, _ in records]
+            if (first or last) and len(records) != 1:
+                raise CorruptSnapshotError(f"a snapshot's header or footer batch holds "
+                                           f"{len(records)} records")
+            if first and kinds[0] == ControlRecordType.SNAPSHOT_HEADER:
+                decoded = m.SnapshotHeaderRecord.decode(records[0][1], 0)
                 timestamp = decoded.last_contained_log_timestamp
-            elif last and kind == ControlRecordType.SNAPSHOT_FOOTER:
-                m.SnapshotFooterRecord.decode(value, 0)
+            elif last and kinds[0] == ControlRecordType.SNAPSHOT_FOOTER:
+                m.SnapshotFooterRecord.decode(records[0][1], 0)
+            elif not (first or last) and set(kinds) <= {ControlRecordType.KRAFT_VERSION,
+                                                        ControlRecordType.KRAFT_VOTERS}:
+                for kind, value in records:
+                    if kind == ControlRecordType.KRAFT_VERSION:
+                        kraft_version = m.KRaftVersionRecord.decode(value, 0).kraft_version
+                    else:
+                        voters = voter_set_from_record(m.VotersRecord.decode(value, 0))
             else:
-                raise CorruptSnapshotError(f"control record {kind.name} at batch {index}")
+                raise CorruptSnapshotError(f"control records {[k.name for k in kinds]} at "
+                                           f"batch {index}")
         elif first or last:
             raise CorruptSnapshotError("a snapshot must start with its header and end with "
                                        "its footer")
         elif decode_values:
             values.extend(bytes(record.value or b"") for record in iter_records(data, pos,
                                                                                  header))
-    return SnapshotContent(timestamp, epoch, values)
+    return SnapshotContent(timestamp, epoch, values, kraft_version, voters)
 
 
 def read_snapshot(data: bytes | memoryview) -> SnapshotContent:

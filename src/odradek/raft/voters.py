@@ -1,8 +1,12 @@
-"""The voter set as data (KIP-853's VoterSet, reduced to what static voters need).
+"""The voter set as data (Kafka's VoterSet) and its log form, the VotersRecord control record.
 
-Today the set comes from `controller.quorum.voters` and never changes; KIP-853 makes it a log
-record (VotersRecord) that AddRaftVoter/RemoveRaftVoter change. Keeping it a value passed around
-(never a global) leaves room for that: a voter may carry its directory id and endpoints.
+With static voters (`controller.quorum.voters`, kraft.version 0) the set comes from the config
+and never changes. With a dynamic quorum (KIP-853, kraft.version 1) it lives in the metadata
+log: `storage format --standalone` / `--initial-controllers` writes the first one into the
+bootstrap snapshot, and AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter append new ones. A
+voter is then named by its id and its directory id (the metadata log directory's `directory.id`
+from meta.properties), so a disk replaced under the same node id is a different voter, and it
+carries its controller listener endpoints and the kraft.version range it supports.
 """
 
 from __future__ import annotations
@@ -11,12 +15,35 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from odradek.protocol import messages as m
+from odradek.protocol.ids import kafka_str_to_uuid
+
+# kraft.version: 0 = static voters from the config, 1 = voters in the log (KIP-853).
+KRAFT_VERSION_STATIC = 0
+KRAFT_VERSION_DYNAMIC = 1
+SUPPORTED_KRAFT_VERSIONS = (KRAFT_VERSION_STATIC, KRAFT_VERSION_DYNAMIC)
+# A voter's directory id when none is known (Kafka's Uuid.ZERO_UUID): static voters.
+NO_DIRECTORY_ID = uuid.UUID(int=0)
+
 
 @dataclass(frozen=True)
 class Voter:
     node_id: int
     directory_id: uuid.UUID | None = None  # KIP-853 voter key; None with static voters
     endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # listener -> host/port
+    kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS  # supported (min, max)
+
+    @property
+    def key(self) -> tuple[int, uuid.UUID | None]:
+        """Kafka's ReplicaKey: the id and the directory id."""
+        return (self.node_id, self.directory_id)
+
+    def endpoint(self, listener: str | None = None) -> tuple[str, int] | None:
+        """The endpoint on `listener`, or the first one (Kafka's default listener is the first
+        of controller.listener.names)."""
+        if listener is not None:
+            return self.endpoints.get(listener)
+        return next(iter(self.endpoints.values()), None)
 
 
 class VoterSet:
@@ -55,6 +82,18 @@ class VoterSet:
     def voter(self, node_id: int) -> Voter:
         return self._voters[node_id]
 
+    def voters(self) -> list[Voter]:
+        return list(self._voters.values())
+
+    def is_voter(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
+        """Whether (id, directory id) is a voter; a voter without a directory id (static) or a
+        caller that does not know its own (None) match on the id alone."""
+        voter = self._voters.get(node_id)
+        if voter is None:
+            return False
+        return (voter.directory_id is None or directory_id is None
+                or voter.directory_id == directory_id)
+
     @property
     def majority(self) -> int:
         """How many voters make a majority."""
@@ -63,5 +102,76 @@ class VoterSet:
     def is_only_voter(self, node_id: int) -> bool:
         return len(self._voters) == 1 and node_id in self._voters
 
+    def with_voter(self, voter: Voter) -> VoterSet:
+        """This set plus `voter` (replacing a voter of the same id)."""
+        return VoterSet([*(v for v in self._voters.values() if v.node_id != voter.node_id),
+                         voter])
+
+    def without_voter(self, node_id: int) -> VoterSet:
+        """This set less voter `node_id`; ValueError if that would leave it empty."""
+        return VoterSet([v for v in self._voters.values() if v.node_id != node_id])
+
+    def endpoints(self, listener: str | None = None) -> dict[int, tuple[str, int]]:
+        """node id -> endpoint, for the voters that have one."""
+        out = {}
+        for voter in self._voters.values():
+            endpoint = voter.endpoint(listener)
+            if endpoint is not None:
+                out[voter.node_id] = endpoint
+        return out
+
     def __repr__(self) -> str:
         return f"VoterSet({self.ids})"
+
+
+# ------------------------------------------------------------------------------------------------
+# the log form
+
+
+def voters_record(voters: VoterSet) -> m.VotersRecord:
+    """The VotersRecord control record of a voter set."""
+    R = m.VotersRecord
+    return R(version=0, voters=[
+        R.Voter(voter_id=voter.node_id, voter_directory_id=voter.directory_id or NO_DIRECTORY_ID,
+                endpoints=[R.Endpoint(name=name, host=host, port=port)
+                           for name, (host, port) in voter.endpoints.items()],
+                kraft_version_feature=R.KRaftVersionFeature(
+                    min_supported_version=voter.kraft_versions[0],
+                    max_supported_version=voter.kraft_versions[1]))
+        for voter in voters.voters()])
+
+
+def voter_set_from_record(record: m.VotersRecord) -> VoterSet:
+    """The voter set a VotersRecord holds; ValueError if it holds none."""
+    out = []
+    for voter in record.voters:
+        feature = voter.kraft_version_feature
+        directory_id = voter.voter_directory_id
+        out.append(Voter(
+            voter.voter_id,
+            None if directory_id == NO_DIRECTORY_ID else directory_id,
+            {endpoint.name: (endpoint.host, endpoint.port) for endpoint in voter.endpoints},
+            (feature.min_supported_version, feature.max_supported_version)))
+    return VoterSet(out)
+
+
+def kraft_version_record(kraft_version: int) -> m.KRaftVersionRecord:
+    return m.KRaftVersionRecord(version=0, kraft_version=kraft_version)
+
+
+def parse_initial_controllers(text: str) -> list[tuple[int, str, int, uuid.UUID]]:
+    """`--initial-controllers` of `storage format`: comma-separated `id@host:port:directoryId`
+    (the directory id in Kafka's base64 form) -> [(id, host, port, directory id)]."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        node, sep, rest = item.partition("@")
+        host_port, sep2, directory = rest.rpartition(":")
+        host, sep3, port = host_port.rpartition(":")
+        if not (sep and sep2 and sep3) or not node.isdigit() or not port.isdigit():
+            raise ValueError(f"Unable to parse controller {item!r}: expected "
+                             "id@host:port:directoryId")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        out.append((int(node), host, int(port), kafka_str_to_uuid(directory)))
+    return out
