@@ -28,24 +28,40 @@ fetch offset falls before its leader's log start then catches up by FetchSnapsho
 snapshot handed out (downloaded or loaded at restart) is exactly the committed state at its
 offset, logs truncated from the start or installed from a snapshot still match the committed
 log, and leader completeness holds through a leader's snapshot.
+
+Dynamic quorums (KIP-853, `dynamic=True`): every node starts from a bootstrap snapshot naming
+the first `voters` nodes (with directory ids) at kraft.version 1 and no static voters; the
+others are observers. An admin sends AddRaftVoter (an observer) and RemoveRaftVoter (a voter,
+the leader included) to the leader at random moments, so the voter set changes while nodes
+crash, partitions come and go and snapshots are taken; the invariants above must hold through
+every change. Checked besides: an admin request answered NONE has its VotersRecord in the
+committed log, and once the network heals every node that is up agrees on the voter set the
+committed log ends with.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.protocol.records import iter_batches, iter_records
+from odradek.protocol.records import ControlRecordType, iter_batches, iter_records
+from odradek.protocol.records.control import decode_control_key
 from odradek.raft import MemoryQuorumStateStore, MemoryRaftLog, RaftClient, RaftConfig
 from odradek.raft.client import CommittedSnapshot, OutboundReply, OutboundRequest
 from odradek.raft.log import OffsetAndEpoch
 from odradek.raft.messages import API_VERSIONS
 from odradek.raft.quorum_state import ElectionState
-from odradek.raft.snapshot import clean_snapshots
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.raft.snapshot import bootstrap_snapshot, clean_snapshots
+from odradek.raft.voters import KRAFT_VERSION_DYNAMIC, Voter, VoterSet
 
 CLUSTER_ID = "sim-cluster"
+ADMIN = -100  # the sender id of the simulated admin's AddRaftVoter / RemoveRaftVoter
+LISTENER = "CONTROLLER"
 LIVENESS_BOUND_MS = 20_000
 
 
@@ -295,25 +311,35 @@ class SimStats:
     snapshot_loads: int = 0  # snapshots handed to a state machine (downloaded or at restart)
     installs: int = 0  # snapshots downloaded from a leader (FetchSnapshot)
     truncations: int = 0  # log starts moved by retention
+    voters_added: int = 0  # AddRaftVoter answered NONE
+    voters_removed: int = 0  # RemoveRaftVoter answered NONE
 
 
 class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, steps: int = 10_000,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None, dynamic: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.steps = steps
         self.config = config or RaftConfig()
         self.checker = Checker()
+        self.dynamic = dynamic
         self.voter_ids = list(range(1, voters + 1))
         self.node_ids = self.voter_ids + [100 + i for i in range(observers)]
+        self.directory_ids = {node_id: uuid.UUID(int=self.rng.getrandbits(128) | 1)
+                              for node_id in self.node_ids}
         self.now = 0
         self.nodes: dict[int, SimNode] = {}
+        self.admin_pending: dict[int, tuple[str, int]] = {}  # correlation id -> (kind, node)
+        self.admin_done: list[tuple[str, int, int]] = []  # (kind, node, leader's record offset)
+        self._admin_correlation = 0
         for node_id in self.node_ids:
             self.nodes[node_id] = SimNode(node_id, SimLog(node_id, self.checker),
                                           RecordingStore(node_id, self.checker),
                                           flush_in_poll=self.rng.random() < 0.5,
                                           retention_bytes=self.rng.randint(600, 4000))
+            if dynamic:
+                self._write_bootstrap_snapshot(self.nodes[node_id])
             self._start(self.nodes[node_id])
         self.in_flight: list[Envelope] = []
         self._seq = 0
@@ -327,12 +353,29 @@ class Simulation:
         self.stats = SimStats()
 
     # -- nodes
+    def _voter(self, node_id: int) -> Voter:
+        return Voter(node_id, self.directory_ids[node_id], {LISTENER: ("sim", 9000 + node_id)})
+
+    def _write_bootstrap_snapshot(self, node: SimNode) -> None:
+        """What `storage format --initial-controllers` writes: the 0-0 snapshot."""
+        voters = VoterSet([self._voter(v) for v in self.voter_ids])
+        writer = node.log.snapshots.new_writer(OffsetAndEpoch(0, 0))
+        writer.append(bootstrap_snapshot(voters, KRAFT_VERSION_DYNAMIC, 0))
+        writer.freeze()
+
     def _start(self, node: SimNode) -> None:
         node.incarnation += 1
         node.last_hw = 0
         node.next_publish = 0
         node.state = b""
         node.state_epoch = 0
+        if self.dynamic:
+            node.client = RaftClient(
+                node.node_id, None, node.log, node.store, cluster_id=CLUSTER_ID,
+                now_ms=self.now, config=self.config, rng=random.Random(self.rng.random()),
+                flush_in_poll=node.flush_in_poll, directory_id=self.directory_ids[node.node_id],
+                listener=LISTENER, local_endpoints={LISTENER: ("sim", 9000 + node.node_id)})
+            return
         node.client = RaftClient(node.node_id, self.voter_ids, node.log, node.store,
                                  cluster_id=CLUSTER_ID, now_ms=self.now, config=self.config,
                                  rng=random.Random(self.rng.random()),
@@ -375,6 +418,9 @@ class Simulation:
                            item.correlation_id)
             else:
                 requester, requester_incarnation, correlation_id = item.request_id
+                if requester == ADMIN:
+                    self._admin_answer(node, correlation_id, item.response)
+                    continue
                 self._send(node.node_id, requester, item.response, False, correlation_id,
                            requester_incarnation)
 
@@ -439,6 +485,9 @@ class Simulation:
                 node.log.flush()
         if rng.random() < 0.3:
             self._append()
+        if self.dynamic and rng.random() < 0.004 and self.now - (self.calm_since or self.now) < 5000:
+            # (Not in the last part of the calm phase: the run ends with a settled quorum.)
+            self._change_voters()
         order = list(self.nodes.values())
         rng.shuffle(order)
         for node in order:
@@ -461,6 +510,56 @@ class Simulation:
             for node in self.nodes.values():
                 if node.up and node.client.is_leader:
                     node.client.resign(self.now)
+
+    # -- dynamic quorums: the admin
+    def _change_voters(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.up and n.client.is_leader]
+        if not leaders:
+            return
+        leader = self.rng.choice(leaders)
+        voters = set(leader.client.voters)
+        observers = [n for n in self.node_ids if n not in voters]
+        self._admin_correlation += 1
+        correlation = self._admin_correlation
+        if observers and (len(voters) <= 2 or self.rng.random() < 0.5):
+            node_id = self.rng.choice(observers)
+            kind = "add"
+            endpoint = ("sim", 9000 + node_id)
+            request: m.Message = m.AddRaftVoterRequest(
+                cluster_id=CLUSTER_ID, timeout_ms=self.rng.randint(200, 3000), voter_id=node_id,
+                voter_directory_id=self.directory_ids[node_id],
+                listeners=[m.AddRaftVoterRequest.Listener(name=LISTENER, host=endpoint[0],
+                                                          port=endpoint[1])])
+        else:
+            node_id = self.rng.choice(sorted(voters))
+            kind = "remove"
+            request = m.RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=node_id,
+                                               voter_directory_id=self.directory_ids[node_id])
+        # Through the wire format, as the network would carry it.
+        request = type(request).decode(request.encode(0), 0)
+        self.admin_pending[correlation] = (kind, node_id)
+        response = leader.client.handle_request(ADMIN, request, self.now,
+                                                (ADMIN, 0, correlation))
+        if response is not None:
+            self._admin_answer(leader, correlation, response)
+
+    def _admin_answer(self, node: SimNode, correlation: int, response: m.Message) -> None:
+        kind, node_id = self.admin_pending.pop(correlation)
+        if response.error_code != ErrorCode.NONE.code:
+            return
+        # Answered NONE: the leader's VotersRecord for it is committed. Its offset is the last
+        # voters record the leader has (no other change can be in flight).
+        entry = node.client.history.last_entry
+        if entry is None or entry[0] >= node.log.high_watermark:
+            self.checker.fail(f"{kind} voter {node_id} answered before its record committed")
+        self.admin_done.append((kind, node_id, entry[0]))
+        voters = entry[1]
+        if (kind == "add") != (node_id in voters):
+            self.checker.fail(f"{kind} voter {node_id} answered but the set is {voters.ids}")
+        if kind == "add":
+            self.stats.voters_added += 1
+        else:
+            self.stats.voters_removed += 1
 
     def _append(self) -> None:
         leaders = [n for n in self.nodes.values() if n.up and n.client.is_leader]
@@ -591,3 +690,43 @@ class Simulation:
             leaders = [n.node_id for n in self.nodes.values() if n.up and n.client.is_leader]
             if len(leaders) != 1:
                 self.checker.fail(f"liveness: {len(leaders)} leaders at the end of a calm phase")
+        if self.dynamic:
+            self._check_voter_changes()
+
+    def _check_voter_changes(self) -> None:
+        """Every voter change answered NONE is in the committed log, and the nodes agree on
+        the set the committed log ends with."""
+        committed_voters: dict[int, frozenset[int]] = {}  # offset -> set
+        for entry in self.checker.committed:
+            for pos, header in iter_batches(entry.data):
+                if not header.is_control:
+                    continue
+                for record in iter_records(entry.data, pos, header):
+                    if decode_control_key(record.key) == ControlRecordType.KRAFT_VOTERS:
+                        voters = m.VotersRecord.decode(bytes(record.value), 0)
+                        committed_voters[record.offset] = frozenset(
+                            v.voter_id for v in voters.voters)
+        for kind, node_id, offset in self.admin_done:
+            voters = committed_voters.get(offset)
+            if voters is None or (kind == "add") != (node_id in voters):
+                self.checker.fail(f"{kind} of voter {node_id} answered NONE, but the committed "
+                                  f"log has {voters} at offset {offset}")
+        if not self.calm_since:
+            return
+        final = (committed_voters[max(committed_voters)] if committed_voters
+                 else frozenset(self.voter_ids))
+        leaders = [n for n in self.nodes.values() if n.up and n.client.is_leader]
+        for node in self.nodes.values():
+            # A voter removed while it was away never hears of it (it asks for votes, not for
+            # records): Kafka's procedure shuts a controller down before removing it. Every
+            # node of the final set, and every node following the leader, must agree.
+            follows = leaders and node.up and node.client.leader_id == leaders[0].node_id
+            if not (node.node_id in final or follows):
+                continue
+            if not node.up or node.log.end_offset < self.checker.committed_end:
+                continue
+            # As of the committed end (a newer change may be appended, not yet committed).
+            ids = node.client.history.voters_at(self.checker.committed_end - 1).ids
+            if frozenset(ids) != final:
+                self.checker.fail(f"node {node.node_id} has voters {ids} at the committed "
+                                  f"end, the committed log ends with {sorted(final)}")

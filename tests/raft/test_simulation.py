@@ -55,3 +55,20 @@ def test_simulated_quorum_keeps_raft_invariants(voters: int, seed: int) -> None:
     # truncated before them.
     assert stats.acked > 0 and stats.max_epoch > 1 and stats.crashes > 0, stats
     assert stats.snapshots > 0 and stats.truncations > 0, stats
+
+
+DYNAMIC_SEEDS = [1, 2, 3]
+
+
+@pytest.mark.parametrize("seed", _seeds_from_env() or DYNAMIC_SEEDS)
+def test_simulated_dynamic_quorum_keeps_raft_invariants_through_voter_changes(seed: int) -> None:
+    """KIP-853: voters added and removed (the leader too) while the run goes on."""
+    simulation = Simulation(seed, voters=3, observers=2, steps=STEPS, dynamic=True)
+    try:
+        stats = simulation.run()
+    except InvariantViolation as exc:
+        pytest.fail(f"raft simulation, dynamic quorum, seed {seed}: {exc}\nreplay: "
+                    f"ODRADEK_RAFT_SEED={seed} ODRADEK_RAFT_STEPS={STEPS} python -m pytest "
+                    f"tests/raft/test_simulation.py -k dynamic", pytrace=False)
+    assert stats.acked > 0 and stats.max_epoch > 1 and stats.crashes > 0, stats
+    assert stats.voters_added > 0 and stats.voters_removed > 0, stats

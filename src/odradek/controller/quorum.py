@@ -42,8 +42,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
@@ -56,6 +57,7 @@ from odradek.metadata.image import (
     replay_records,
 )
 from odradek.protocol import messages as m
+from odradek.protocol.messages import API_BY_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
 from odradek.protocol.records import iter_batches, iter_records
 from odradek.raft import (
@@ -69,7 +71,7 @@ from odradek.raft import (
     StorageRaftLog,
 )
 from odradek.raft import messages as raft_messages
-from odradek.raft.client import CommittedSnapshot
+from odradek.raft.client import CommittedSnapshot, read_voter_history
 from odradek.raft.config import METADATA_TOPIC
 from odradek.raft.log import OffsetAndEpoch
 from odradek.raft.quorum_state import QUORUM_STATE_FILE
@@ -79,6 +81,7 @@ from odradek.raft.snapshot import (
     clean_snapshots,
     read_snapshot,
 )
+from odradek.raft.voters import VoterSet, VoterSetHistory
 from odradek.storage.log import Log
 
 log = logging.getLogger("odradek.quorum")
@@ -111,7 +114,14 @@ class MetadataQuorum:
                  snapshot_max_bytes: int = DEFAULT_SNAPSHOT_MAX_BYTES,
                  snapshot_interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS,
                  retention_bytes: int = DEFAULT_RETENTION_BYTES,
-                 retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+                 retention_ms: int = DEFAULT_RETENTION_MS, dynamic: bool = False,
+                 directory_id: uuid.UUID | None = None, listener: str | None = None,
+                 local_endpoints: Mapping[str, tuple[str, int]] | None = None,
+                 bootstrap: Mapping[int, tuple[str, int]] | None = None,
+                 voter_endpoints: Mapping[int, tuple[str, int]] | None = None) -> None:
+        """`dynamic`: the voters are in the log (KIP-853), not `voters`; `voter_endpoints`:
+        the static voters' controller endpoints. The other KIP-853 settings go to the Raft
+        client (see RaftClient)."""
         self.log = metadata_log
         # Opening it finishes a snapshot install a crash interrupted (see StorageRaftLog).
         self.raft_log = StorageRaftLog(metadata_log)
@@ -124,8 +134,16 @@ class MetadataQuorum:
         self._snapshotting: asyncio.Future[None] | None = None
         self.snapshots_written = 0
         self.node_id = node_id
-        self.voters: frozenset[int] = frozenset(voters) if voters is not None else frozenset(
-            {node_id})
+        self._static_voters: frozenset[int] = (
+            frozenset() if dynamic else frozenset(voters) if voters is not None
+            else frozenset({node_id}))
+        self.dynamic = dynamic
+        self._history: VoterSetHistory | None = None  # a dynamic quorum's, read at load
+        self.directory_id = directory_id
+        self.listener = listener
+        self.local_endpoints = local_endpoints if local_endpoints is not None else {}
+        self.bootstrap = dict(bootstrap or {})
+        self.voter_endpoints = dict(voter_endpoints or {})
         self.cluster_id = cluster_id
         self.clock = clock
         self.raft_config = raft_config or RaftConfig()
@@ -152,6 +170,26 @@ class MetadataQuorum:
         self._caught_up = asyncio.Event()
 
     # -- state
+    @property
+    def voters(self) -> frozenset[int]:
+        """The voter ids in effect (a dynamic quorum's change as the log does)."""
+        if self._client is not None:
+            return frozenset(self._client.voters)
+        if self._history is not None:
+            return frozenset(self._history.latest)
+        return self._static_voters
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where to reach `node_id`'s controller listener: a static voter's configured address,
+        else what Raft learned (dynamic voters, a leader named in a Fetch answer, bootstrap
+        servers by their negative ids)."""
+        endpoint = self.voter_endpoints.get(node_id)
+        if endpoint is None and self._client is not None:
+            endpoint = self._client.endpoints.get(node_id)
+        if endpoint is None:
+            endpoint = self.bootstrap.get(node_id)
+        return endpoint
+
     @property
     def is_single_voter(self) -> bool:
         return self.voters == {self.node_id}
@@ -223,6 +261,10 @@ class MetadataQuorum:
         log after it into the image: all of it counts as committed. With several, nothing
         after the snapshot is known committed before the leader says so."""
         self._loaded_epoch = self.raft_log.last_fetched_epoch
+        if self.dynamic:
+            self._history = read_voter_history(self.raft_log, VoterSetHistory())
+            log.info("dynamic quorum: voters %s (kraft.version %d)", self._history.latest.ids,
+                     self._history.kraft_version)
         snapshot_id = self._load_snapshot()
         if not self.is_single_voter:
             return self.image
@@ -268,9 +310,11 @@ class MetadataQuorum:
         if self._closed:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is shut down")
         self._client = RaftClient(
-            self.node_id, sorted(self.voters), self.raft_log, self._store,
-            cluster_id=self.cluster_id, now_ms=self.clock.time_ms(), config=self.raft_config,
-            flush_in_poll=False)
+            self.node_id, None if self.dynamic else sorted(self._static_voters), self.raft_log,
+            self._store, cluster_id=self.cluster_id, now_ms=self.clock.time_ms(),
+            config=self.raft_config, flush_in_poll=False, directory_id=self.directory_id,
+            listener=self.listener, local_endpoints=self.local_endpoints,
+            bootstrap=self.bootstrap, history=self._history)
         log.info("metadata quorum started: %r, voters %s", self._client, sorted(self.voters))
         self._driver = asyncio.get_running_loop().create_task(self._drive())
 
@@ -673,6 +717,9 @@ def _not_available(request: m.Message) -> m.Message:
     """The answer to a Raft request before the quorum runs or after it stopped."""
     if isinstance(request, m.FetchRequest):
         return raft_messages.top_level_error(m.FetchResponse, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if isinstance(request, (m.AddRaftVoterRequest, m.RemoveRaftVoterRequest,
+                            m.UpdateRaftVoterRequest)):
+        return API_BY_KEY[request.API_KEY].response(error_code=ErrorCode.NOT_CONTROLLER.code)
     response_type = {
         m.FetchSnapshotRequest: m.FetchSnapshotResponse,
         m.VoteRequest: m.VoteResponse, m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,

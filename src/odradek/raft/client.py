@@ -33,6 +33,19 @@ The protocol, as Kafka (KIP-595):
   with SNAPSHOT_NOT_FOUND for an unknown snapshot and POSITION_OUT_OF_RANGE for a position
   outside it; a chunk that does not continue the download (other snapshot, position or size)
   is dropped, and a download whose bytes are not a valid snapshot is discarded whole.
+- Dynamic quorums (KIP-853, kraft.version 1): the voter set is in the log, as VotersRecord
+  control records (the first in the bootstrap snapshot `storage format` wrote), and a set takes
+  effect when appended (`VoterSetHistory`; truncation takes it back). The leader adds a voter
+  (AddRaftVoter) only once the HWM is in its epoch, no other change is uncommitted, and the new
+  voter fetched up to its end as an observer within the fetch timeout; it removes one
+  (RemoveRaftVoter) under the same rules, and updates a voter's endpoints (UpdateRaftVoter).
+  Each appends a VotersRecord and is answered once that record is committed (or with
+  REQUEST_TIMED_OUT after the request's timeout); a leader that removed itself resigns once the
+  removal is committed. A voter asked for its vote checks that it is the voter the request names
+  (Vote v1), not that the candidate is in its set, which may be older. A node without voters
+  (formatted with --no-initial-controllers, or a broker) fetches from
+  `controller.quorum.bootstrap.servers` (negative ids) until a Fetch answer names the leader
+  and its endpoint.
 - Every state change is in `quorum-state` before the node acts on it (see quorum_state).
 - Requests carry the epoch; a stale one is refused (FENCED_LEADER_EPOCH), a different cluster id
   is refused (INCONSISTENT_CLUSTER_ID), a Vote or BeginQuorumEpoch from or to a non-voter is
@@ -44,14 +57,20 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import ControlRecordType, RecordBatchBuilder
-from odradek.protocol.records.control import build_control_record_batch
+from odradek.protocol.records import (
+    ControlRecordType,
+    RecordBatchBuilder,
+    iter_batches,
+    iter_records,
+)
+from odradek.protocol.records.control import build_control_record_batch, decode_control_key
 from odradek.raft import messages as msg
 from odradek.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
 from odradek.raft.leader_state import LeaderState, ReplicaState
@@ -81,9 +100,17 @@ from odradek.raft.snapshot import (
     RawSnapshotWriter,
     SnapshotContent,
     SnapshotWriter,
+    check_snapshot,
+    kraft_control_batch,
     read_snapshot,
 )
-from odradek.raft.voters import VoterSet
+from odradek.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    Voter,
+    VoterSet,
+    VoterSetHistory,
+    voter_set_from_record,
+)
 
 log = logging.getLogger("odradek.raft")
 
@@ -151,6 +178,19 @@ class _SnapshotDownload:
 
 
 @dataclass
+class _VoterChange:
+    """An AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter the leader is carrying out: answered
+    once its VotersRecord (at `offset`) is committed, or REQUEST_TIMED_OUT at `deadline_ms`."""
+
+    response_cls: type[m.Message]
+    sender_id: int
+    request_id: Any
+    offset: int
+    deadline_ms: int
+    removed_id: int | None = None  # RemoveRaftVoter: the voter removed
+
+
+@dataclass
 class _ParkedFetch:
     sender_id: int
     request_id: Any
@@ -163,21 +203,42 @@ class _ParkedFetch:
 
 
 class RaftClient:
-    def __init__(self, node_id: int, voters: VoterSet | Iterable[int], raft_log: RaftLog,
+    def __init__(self, node_id: int, voters: VoterSet | Iterable[int] | None, raft_log: RaftLog,
                  store: QuorumStateStore, *, cluster_id: str, now_ms: int,
                  config: RaftConfig | None = None, rng: random.Random | None = None,
-                 flush_in_poll: bool = True) -> None:
-        """`flush_in_poll`: `poll` flushes the log itself (Kafka's raft thread does); without
-        it the driver flushes (e.g. on a worker thread) and polls after, and a follower does
-        not fetch again before its log is flushed."""
+                 flush_in_poll: bool = True, directory_id: uuid.UUID | None = None,
+                 listener: str | None = None,
+                 local_endpoints: Mapping[str, tuple[str, int]] | None = None,
+                 bootstrap: Mapping[int, tuple[str, int]] | None = None,
+                 history: VoterSetHistory | None = None) -> None:
+        """`voters`: the static voters (`controller.quorum.voters`); None or empty for a
+        dynamic quorum, whose voters are in the log. `flush_in_poll`: `poll` flushes the log
+        itself (Kafka's raft thread does); without it the driver flushes (e.g. on a worker
+        thread) and polls after, and a follower does not fetch again before its log is
+        flushed. `directory_id`: this node's metadata directory id (KIP-853 voter key);
+        `listener`: the controller listener name peers are reached on; `local_endpoints`: this
+        node's controller endpoints (listener -> host/port); `bootstrap`: negative id ->
+        endpoint of each `controller.quorum.bootstrap.servers` entry; `history`: the voter
+        history of a dynamic quorum if the caller read it already (`read_voter_history`)."""
         self.node_id = node_id
-        self.voters = voters if isinstance(voters, VoterSet) else VoterSet(voters)
+        static = (voters if isinstance(voters, VoterSet)
+                  else VoterSet(voters if voters is not None else ()))
+        self.history = history if history is not None else VoterSetHistory(static)
+        loaded = history is not None
+        self.directory_id = directory_id
+        self.listener = listener
+        # Kept by reference: the driver fills it in once its listeners are bound.
+        self.local_endpoints = local_endpoints if local_endpoints is not None else {}
+        self.bootstrap_ids = sorted(bootstrap or {}, reverse=True)
+        # node id -> (host, port) on the controller listener: every node this one may send to
+        # (the network layer dials from here). Bootstrap servers have negative ids.
+        self.endpoints: dict[int, tuple[str, int]] = dict(bootstrap or {})
         self.log = raft_log
         self.cluster_id = cluster_id
         self.config = config or RaftConfig()
         self.rng = rng or random.Random()
         self.flush_in_poll = flush_in_poll
-        self.quorum = QuorumState(node_id, self.voters, store, self.config, self.rng)
+        self.quorum = QuorumState(node_id, static, store, self.config, self.rng)
         self.requests = RequestManager(self.config.request_timeout_ms,
                                        self.config.retry_backoff_ms)
         self._parked: list[_ParkedFetch] = []
@@ -185,12 +246,67 @@ class RaftClient:
         self._committed_next = raft_log.start_offset  # next offset take_committed hands out
         self._download: _SnapshotDownload | None = None
         self._handed_out = False  # take_committed was called
+        self._voter_change: _VoterChange | None = None
+        if not loaded:
+            read_voter_history(self.log, self.history)
+        self.quorum.voters = self.voters
+        self._learn_voter_endpoints()
         self.quorum.initialize(raft_log.last_fetched_epoch, now_ms)
         if self.voters.is_only_voter(node_id):
             # A lone voter needs no one's vote: it leads at once.
             if not isinstance(self.quorum.state, CandidateState):
                 self.quorum.transition_to_candidate(now_ms)
             self._maybe_become_leader(now_ms)
+
+    # ------------------------------------------------------------------------------------------
+    # the voter set
+
+    @property
+    def voters(self) -> VoterSet:
+        """The voter set in effect: the newest in the log, else the static one."""
+        return self.history.latest
+
+    @property
+    def kraft_version(self) -> int:
+        return self.history.kraft_version
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Voters come from the log (kraft.version 1), not from the config."""
+        return not len(self.history.static)
+
+    def _observe_control_batches(self, data: bytes | memoryview) -> bool:
+        """Takes the KRaftVersionRecord / VotersRecord of appended batches into the history;
+        returns whether the voter set changed."""
+        before = self.voters
+        observe_control_batches(self.history, data)
+        return self.voters != before
+
+    def _learn_voter_endpoints(self) -> None:
+        for node_id, endpoint in self.voters.endpoints(self.listener).items():
+            if node_id != self.node_id:
+                self.endpoints[node_id] = endpoint
+
+    def _on_voters_changed(self, now_ms: int) -> None:
+        voters = self.voters
+        log.info("node %d: voters now %s", self.node_id, voters.ids)
+        self.quorum.voters = voters
+        self._learn_voter_endpoints()
+        state = self.quorum.state
+        if isinstance(state, LeaderState) and state.update_voters(voters):
+            self._on_leader_high_watermark(state)
+
+    def _own_endpoint(self) -> tuple[str, int] | None:
+        if self.listener is not None and self.listener in self.local_endpoints:
+            return self.local_endpoints[self.listener]
+        return next(iter(self.local_endpoints.values()), None)
+
+    def _endpoint_of(self, node_id: int | None) -> tuple[str, int] | None:
+        if node_id is None:
+            return None
+        if node_id == self.node_id:
+            return self._own_endpoint()
+        return self.endpoints.get(node_id)
 
     # ------------------------------------------------------------------------------------------
     # state
@@ -318,14 +434,17 @@ class RaftClient:
         if validate_fetch(self.log, snapshot_id.offset, snapshot_id.epoch).kind != VALID:
             raise ValueError(f"snapshot {snapshot_id} does not match the log (start "
                              f"{self.log.start_offset})")
-        return SnapshotWriter(snapshots.new_writer(snapshot_id), last_contained_timestamp)
+        last = snapshot_id.offset - 1
+        voters = self.history.voters_at(last) if self.is_dynamic else None
+        return SnapshotWriter(snapshots.new_writer(snapshot_id), last_contained_timestamp,
+                              self.history.kraft_version_at(last), voters)
 
     def _abort_download(self) -> None:
         if self._download is not None:
             self._download.writer.abort()
             self._download = None
 
-    def _install_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+    def _install_snapshot(self, snapshot_id: OffsetAndEpoch, now_ms: int) -> None:
         """A downloaded snapshot is frozen: the whole log goes, it restarts at the snapshot's
         end with the high watermark there; older snapshots are of no use any more."""
         log.info("node %d: installing snapshot %s (log was [%d, %d), high watermark %d)",
@@ -335,6 +454,13 @@ class RaftClient:
         for older in self.log.snapshots.ids():
             if older < snapshot_id:
                 self.log.snapshots.delete(older)
+        if self.is_dynamic:
+            content = check_snapshot(self.log.snapshots.read_all(snapshot_id),
+                                     decode_values=False)
+            before = self.voters
+            self.history.reset(snapshot_id.offset, content.kraft_version, content.voters)
+            if self.voters != before:
+                self._on_voters_changed(now_ms)
 
     # ------------------------------------------------------------------------------------------
     # timers and outbound messages
@@ -398,6 +524,9 @@ class RaftClient:
             self._after_transition()
             return
         state.expire_observers(now_ms)
+        self._maybe_complete_voter_change(state, now_ms)
+        if self.quorum.state is not state:
+            return
         for voter in state.non_acknowledging_voters():
             if self.requests.is_ready(voter, now_ms):
                 self._send(voter, msg.begin_epoch_request(self.cluster_id, state.epoch,
@@ -422,7 +551,10 @@ class RaftClient:
             if self.requests.is_ready(voter, now_ms):
                 self._send(voter, msg.vote_request(
                     self.cluster_id, state.epoch, self.node_id, self.log.last_fetched_epoch,
-                    self.log.end_offset), now_ms, out)
+                    self.log.end_offset, voter_id=voter,
+                    voter_directory_id=self.voters.voter(voter).directory_id
+                    if voter in self.voters else None,
+                    candidate_directory_id=self.directory_id), now_ms, out)
 
     def _become_candidate(self, now_ms: int, out: list[OutboundRequest | OutboundReply]) -> None:
         state = self.quorum.transition_to_candidate(now_ms)
@@ -445,7 +577,10 @@ class RaftClient:
     def _poll_unattached(self, state: UnattachedState | VotedState, now_ms: int,
                          out: list[OutboundRequest | OutboundReply]) -> None:
         if self.quorum.is_voter:
-            if state.election_deadline_ms is not None and now_ms >= state.election_deadline_ms:
+            if state.election_deadline_ms is None:
+                # Became a voter (a VotersRecord) while it had no election timer.
+                state.election_deadline_ms = now_ms + self.quorum.random_election_timeout_ms()
+            elif now_ms >= state.election_deadline_ms:
                 self._become_candidate(now_ms, out)
         else:
             self._maybe_fetch(self._random_ready_voter(now_ms), now_ms, out)
@@ -462,7 +597,10 @@ class RaftClient:
                     now_ms, out)
 
     def _random_ready_voter(self, now_ms: int) -> int | None:
-        ready = [v for v in self.voters if v != self.node_id and self.requests.is_ready(v, now_ms)]
+        """A voter to ask who leads (an observer that lost or never had its leader); with
+        bootstrap servers configured, one of those (Kafka's observers ask them)."""
+        candidates = self.bootstrap_ids or [v for v in self.voters if v != self.node_id]
+        ready = [v for v in candidates if self.requests.is_ready(v, now_ms)]
         return self.rng.choice(ready) if ready else None
 
     def _maybe_fetch(self, target: int | None, now_ms: int,
@@ -482,7 +620,7 @@ class RaftClient:
         self._send(target, msg.fetch_request(
             self.cluster_id, self.node_id, self.epoch, self.log.end_offset,
             self.log.last_fetched_epoch, self.config.fetch_max_wait_ms,
-            self.config.fetch_max_bytes), now_ms, out)
+            self.config.fetch_max_bytes, self.directory_id), now_ms, out)
 
     # ------------------------------------------------------------------------------------------
     # transitions
@@ -492,6 +630,8 @@ class RaftClient:
         # (error) answer in the next poll. A snapshot download is of the old leader's.
         self.requests.reset_all()
         self._abort_download()
+        if self._voter_change is not None and not self.is_leader:
+            self._finish_voter_change(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _maybe_become_leader(self, now_ms: int) -> bool:
         state = self.quorum.state
@@ -518,8 +658,9 @@ class RaftClient:
 
     def _maybe_transition(self, leader_id: int | None, epoch: int, now_ms: int) -> None:
         """What a request or response says about the epoch's leader, if it is news."""
-        if leader_id is not None and (leader_id == self.node_id or leader_id not in self.voters):
-            leader_id = None  # not a leader we could follow
+        if leader_id is not None and (leader_id == self.node_id or (
+                leader_id not in self.voters and leader_id not in self.endpoints)):
+            leader_id = None  # not a leader we could follow (we could not reach it)
         if epoch > self.epoch:
             if leader_id is not None:
                 self.quorum.transition_to_follower(epoch, leader_id, now_ms)
@@ -556,6 +697,12 @@ class RaftClient:
             return self._handle_end_epoch(request, now_ms)
         if isinstance(request, m.DescribeQuorumRequest):
             return self.describe_quorum(now_ms, request)
+        if isinstance(request, m.AddRaftVoterRequest):
+            return self._handle_add_voter(sender_id, request, now_ms, request_id)
+        if isinstance(request, m.RemoveRaftVoterRequest):
+            return self._handle_remove_voter(sender_id, request, now_ms, request_id)
+        if isinstance(request, m.UpdateRaftVoterRequest):
+            return self._handle_update_voter(sender_id, request, now_ms, request_id)
         raise TypeError(f"not a Raft request: {type(request).__name__}")
 
     def _valid_cluster_id(self, cluster_id: str | None) -> bool:
@@ -570,6 +717,28 @@ class RaftClient:
         if self.quorum.is_observer or remote_id not in self.voters:
             return ErrorCode.INCONSISTENT_VOTER_SET
         return None
+
+    def _validate_addressed_voter(self, remote_id: int, epoch: int, voter_id: int,
+                                  voter_directory_id: uuid.UUID | None) -> ErrorCode | None:
+        if epoch < self.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if remote_id < 0 or remote_id == self.node_id:
+            return ErrorCode.INVALID_REQUEST
+        directory_id = (None if voter_directory_id in (None, msg.NO_DIRECTORY_ID)
+                        else voter_directory_id)
+        # Not whether this node sees itself as a voter: a voter added while it was away has
+        # an older set, and must still vote (Kafka's isValidVoterKey).
+        if voter_id != self.node_id or (
+                directory_id is not None and self.directory_id is not None
+                and directory_id != self.directory_id):
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return None
+
+    def _has_live_leader(self, now_ms: int) -> bool:
+        """This node leads, or heard from its leader within the fetch timeout."""
+        state = self.quorum.state
+        return isinstance(state, LeaderState) or (
+            isinstance(state, FollowerState) and now_ms < state.fetch_deadline_ms)
 
     def _validate_leader_only(self, epoch: int) -> ErrorCode | None:
         if epoch < self.epoch:
@@ -592,9 +761,22 @@ class RaftClient:
         last_offset = partition.last_offset
         if last_offset < 0 or last_epoch < 0 or last_epoch >= candidate_epoch:
             return self._vote_response(ErrorCode.INVALID_REQUEST, False)
-        error = self._validate_voter_only(candidate_id, candidate_epoch)
+        if request.voter_id >= 0:
+            # Vote v1 names the voter asked: this node must be that voter; the candidate may be
+            # in a newer voter set than this node has (KIP-853).
+            error = self._validate_addressed_voter(candidate_id, candidate_epoch,
+                                                   request.voter_id,
+                                                   partition.voter_directory_id)
+        else:
+            error = self._validate_voter_only(candidate_id, candidate_epoch)
         if error is not None:
             return self._vote_response(error, False)
+        if (self.is_dynamic and candidate_id not in self.voters
+                and self._has_live_leader(now_ms)):
+            # A candidate outside our voter set while our leader is alive: most likely a voter
+            # removed while it was away. Refused without moving to its epoch, so it cannot
+            # depose a working leader (the Raft dissertation's rule, 4.2.3).
+            return self._vote_response(ErrorCode.NONE, False)
         if candidate_epoch > self.epoch:
             self.quorum.transition_to_unattached(candidate_epoch, now_ms,
                                                  keep_election_timer=True)
@@ -620,7 +802,14 @@ class RaftClient:
         if refusal is not None:
             return msg.top_level_error(response_type, refusal), None, refusal
         leader_id, epoch = partition.leader_id, partition.leader_epoch
-        error = self._validate_voter_only(leader_id, epoch)
+        if self.is_dynamic:
+            # The leader may be in a newer voter set than ours (or, resigning after removing
+            # itself, in none): only the epoch and the leader's id are checked.
+            error = (ErrorCode.FENCED_LEADER_EPOCH if epoch < self.epoch
+                     else ErrorCode.INVALID_REQUEST if leader_id < 0 or leader_id == self.node_id
+                     else None)
+        else:
+            error = self._validate_voter_only(leader_id, epoch)
         if error is None and not self._consistent_leader(leader_id, epoch):
             # Another leader in our epoch: impossible with correct peers; change nothing.
             error = ErrorCode.INVALID_REQUEST
@@ -691,7 +880,8 @@ class RaftClient:
                             now_ms: int) -> m.FetchResponse:
         error = self._validate_leader_only(partition.current_leader_epoch)
         if error is not None:
-            return msg.fetch_response(error, self.leader_id, self.epoch, self.high_watermark)
+            return msg.fetch_response(error, self.leader_id, self.epoch, self.high_watermark,
+                                      leader_endpoint=self._endpoint_of(self.leader_id))
         state = self.quorum.state
         assert isinstance(state, LeaderState)
         if replica_id in self.voters:
@@ -700,20 +890,24 @@ class RaftClient:
             state.update_check_quorum(replica_id, now_ms)
         validation = validate_fetch(self.log, partition.fetch_offset,
                                     partition.last_fetched_epoch)
+        own = self._own_endpoint()
         if validation.kind == DIVERGING:
             return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
-                                      self.high_watermark, diverging=validation.position)
+                                      self.high_watermark, diverging=validation.position,
+                                      leader_endpoint=own)
         if validation.kind == SNAPSHOT:
             return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
-                                      self.high_watermark, snapshot_id=validation.position)
+                                      self.high_watermark, snapshot_id=validation.position,
+                                      leader_endpoint=own)
         fetch_offset = partition.fetch_offset
         records = (self.log.read(fetch_offset, max_bytes)
                    if fetch_offset < self.log.end_offset else b"")
-        if state.update_replica_state(replica_id, fetch_offset, self.log.end_offset, now_ms):
+        if state.update_replica_state(replica_id, fetch_offset, self.log.end_offset, now_ms,
+                                      msg.fetch_directory_id(partition)):
             self._on_leader_high_watermark(state)
         state.high_watermark_sent[replica_id] = self.high_watermark
         return msg.fetch_response(ErrorCode.NONE, self.node_id, self.epoch,
-                                  self.high_watermark, records=records)
+                                  self.high_watermark, records=records, leader_endpoint=own)
 
     def _complete_parked_fetches(self, now_ms: int) -> None:
         if not self._parked:
@@ -779,9 +973,16 @@ class RaftClient:
                 leader_epoch=self.epoch, high_watermark=self.high_watermark,
                 current_voters=[], observers=[])
         else:
+            voters = self.voters
+
             def describe(replica: ReplicaState) -> Any:
+                directory_id = (self.directory_id if replica.node_id == self.node_id
+                                else replica.directory_id)
+                if replica.node_id in voters and voters.voter(replica.node_id).directory_id:
+                    directory_id = voters.voter(replica.node_id).directory_id
                 return D.ReplicaState(
                     replica_id=replica.node_id,
+                    replica_directory_id=directory_id or msg.NO_DIRECTORY_ID,
                     log_end_offset=-1 if replica.end_offset is None else replica.end_offset,
                     last_fetch_timestamp=replica.last_fetch_ms,
                     last_caught_up_timestamp=replica.last_caught_up_ms)
@@ -791,7 +992,194 @@ class RaftClient:
                 leader_epoch=state.epoch, high_watermark=self.high_watermark,
                 current_voters=[describe(r) for r in state.voter_states.values()],
                 observers=[describe(r) for r in state.observer_states.values()])
-        return D(topics=[D.TopicData(topic_name=msg.METADATA_TOPIC, partitions=[partition])])
+        nodes = []
+        for voter in self.voters.voters():
+            endpoints = dict(voter.endpoints)
+            if not endpoints and voter.node_id == self.node_id:
+                endpoints = dict(self.local_endpoints)
+            elif not endpoints and voter.node_id in self.endpoints and self.listener:
+                endpoints = {self.listener: self.endpoints[voter.node_id]}
+            nodes.append(D.Node(node_id=voter.node_id,
+                                listeners=msg.listeners_of(endpoints, D.Listener)))
+        return D(topics=[D.TopicData(topic_name=msg.METADATA_TOPIC, partitions=[partition])],
+                 nodes=nodes)
+
+    # ------------------------------------------------------------------------------------------
+    # voter changes (KIP-853), on the leader
+
+    def _voter_change_refusal(self, now_ms: int) -> tuple[ErrorCode, str] | None:
+        """Kafka's checks before any voter change: leading, the HWM in this epoch (so every
+        earlier change is known), kraft.version 1, no other change in flight."""
+        state = self.quorum.state
+        if not isinstance(state, LeaderState):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, "this node is not the leader"
+        if self.high_watermark <= state.epoch_start_offset:
+            return (ErrorCode.REQUEST_TIMED_OUT, ("Request timed out waiting for leader to "
+                    "establish HWM and fence previous voter changes"))
+        if self.kraft_version < KRAFT_VERSION_DYNAMIC:
+            return (ErrorCode.UNSUPPORTED_VERSION, ("Cluster doesn't support changing voters "
+                    f"because the kraft.version feature is {self.kraft_version}"))
+        entry = self.history.last_entry
+        if self._voter_change is not None or (entry is not None
+                                              and entry[0] >= self.high_watermark):
+            return (ErrorCode.REQUEST_TIMED_OUT, ("Request timed out waiting for voters to "
+                    "commit the latest voter change"))
+        return None
+
+    def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
+        """Appends a VotersRecord (with the kraft.version) as the leader; the set takes effect
+        at once. Returns its offset."""
+        state = self._writable_leader(None)
+        batch = kraft_control_batch(0, state.epoch, now_ms, self.kraft_version, voters)
+        first, _last = self.log.append_as_leader(batch, state.epoch)
+        voters_offset = first + 1  # the batch: KRaftVersionRecord, then VotersRecord
+        self.history.add_kraft_version(first, self.kraft_version)
+        self.history.add_voters(voters_offset, voters)
+        self._on_voters_changed(now_ms)
+        if self.flush_in_poll:
+            self.log.flush()
+        if state.update_local_state(self.log.flushed_end, now_ms):
+            self._on_leader_high_watermark(state)
+        return voters_offset
+
+    def _start_voter_change(self, response_cls: type[m.Message], sender_id: int,
+                            request_id: Any, voters: VoterSet, timeout_ms: int, now_ms: int,
+                            removed_id: int | None = None) -> m.Message | None:
+        offset = self._append_voters(voters, now_ms)
+        self._voter_change = _VoterChange(response_cls, sender_id, request_id, offset,
+                                          now_ms + timeout_ms, removed_id)
+        if request_id is None:  # no way to answer later: answer now (the change is made)
+            self._voter_change = None
+            return _voter_response(response_cls, ErrorCode.NONE, None)
+        self._maybe_complete_voter_change(self.quorum.state, now_ms)
+        if self._voter_change is None and self._replies:
+            reply = self._replies.pop()
+            return reply.response
+        return None
+
+    def _maybe_complete_voter_change(self, state: EpochState, now_ms: int) -> None:
+        change = self._voter_change
+        if change is None:
+            return
+        if self.high_watermark > change.offset:
+            self._finish_voter_change(ErrorCode.NONE)
+            if change.removed_id == self.node_id and isinstance(state, LeaderState):
+                log.info("node %d: removed from the voters; resigning", self.node_id)
+                self.quorum.transition_to_resigned(
+                    [v for v in state.preferred_successors() if v in self.voters], now_ms)
+                self._after_transition()
+        elif now_ms >= change.deadline_ms:
+            self._finish_voter_change(ErrorCode.REQUEST_TIMED_OUT,
+                                      "the voter change did not commit in time")
+
+    def _finish_voter_change(self, error: ErrorCode, message: str | None = None) -> None:
+        change, self._voter_change = self._voter_change, None
+        if change is not None:
+            self._replies.append(OutboundReply(
+                change.sender_id, change.request_id,
+                _voter_response(change.response_cls, error, message)))
+
+    def _handle_add_voter(self, sender_id: int, request: m.AddRaftVoterRequest, now_ms: int,
+                          request_id: Any) -> m.Message | None:
+        R = m.AddRaftVoterResponse
+        if not self._valid_cluster_id(request.cluster_id):
+            return _voter_response(R, ErrorCode.INCONSISTENT_CLUSTER_ID, None)
+        refusal = self._voter_change_refusal(now_ms)
+        if refusal is not None:
+            return _voter_response(R, *refusal)
+        state = self.quorum.state
+        assert isinstance(state, LeaderState)
+        voter_id = request.voter_id
+        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
+                        else request.voter_directory_id)
+        if voter_id in self.voters:
+            return _voter_response(R, ErrorCode.DUPLICATE_VOTER,
+                                   f"The voter id for {voter_id} is already part of the set "
+                                   f"of voters {self.voters.ids}.")
+        endpoints = {listener.name: (listener.host, listener.port)
+                     for listener in request.listeners or ()}
+        if voter_id < 0 or directory_id is None or not endpoints or (
+                self.listener is not None and self.listener not in endpoints):
+            return _voter_response(R, ErrorCode.INVALID_REQUEST,
+                                   f"AddRaftVoter needs a voter id, a directory id and an "
+                                   f"endpoint on the {self.listener} listener")
+        observer = state.observer_states.get(voter_id)
+        if (observer is None or observer.directory_id != directory_id
+                or not state.is_caught_up(voter_id, now_ms)):
+            return _voter_response(R, ErrorCode.REQUEST_TIMED_OUT,
+                                   f"Aborted add voter operation for {voter_id} since it is "
+                                   f"lagging behind")
+        new_voters = self.voters.with_voter(Voter(voter_id, directory_id, endpoints))
+        log.info("node %d: adding voter %d (directory %s): voters %s", self.node_id, voter_id,
+                 directory_id, new_voters.ids)
+        return self._start_voter_change(R, sender_id, request_id, new_voters,
+                                        max(request.timeout_ms, 0) or
+                                        self.config.request_timeout_ms, now_ms)
+
+    def _handle_remove_voter(self, sender_id: int, request: m.RemoveRaftVoterRequest,
+                             now_ms: int, request_id: Any) -> m.Message | None:
+        R = m.RemoveRaftVoterResponse
+        if not self._valid_cluster_id(request.cluster_id):
+            return _voter_response(R, ErrorCode.INCONSISTENT_CLUSTER_ID, None)
+        refusal = self._voter_change_refusal(now_ms)
+        if refusal is not None:
+            return _voter_response(R, *refusal)
+        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
+                        else request.voter_directory_id)
+        voter_id = request.voter_id
+        if voter_id not in self.voters or self.voters.voter(voter_id).directory_id != directory_id:
+            return _voter_response(R, ErrorCode.VOTER_NOT_FOUND,
+                                   f"Cannot remove voter {voter_id} (directory {directory_id}): "
+                                   f"not one of the voters {self.voters.ids}")
+        if len(self.voters) == 1:
+            return _voter_response(R, ErrorCode.VOTER_NOT_FOUND,
+                                   "Cannot remove the last voter of the quorum")
+        new_voters = self.voters.without_voter(voter_id)
+        log.info("node %d: removing voter %d: voters %s", self.node_id, voter_id,
+                 new_voters.ids)
+        return self._start_voter_change(R, sender_id, request_id, new_voters,
+                                        self.config.request_timeout_ms * 15, now_ms,
+                                        removed_id=voter_id)
+
+    def _handle_update_voter(self, sender_id: int, request: m.UpdateRaftVoterRequest,
+                             now_ms: int, request_id: Any) -> m.Message | None:
+        R = m.UpdateRaftVoterResponse
+        if not self._valid_cluster_id(request.cluster_id):
+            return self._update_voter_response(ErrorCode.INCONSISTENT_CLUSTER_ID)
+        error = self._validate_leader_only(request.current_leader_epoch)
+        if error is not None:
+            return self._update_voter_response(error)
+        refusal = self._voter_change_refusal(now_ms)
+        if refusal is not None:
+            return self._update_voter_response(refusal[0])
+        voter_id = request.voter_id
+        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
+                        else request.voter_directory_id)
+        if not self.voters.is_voter(voter_id, directory_id):
+            return self._update_voter_response(ErrorCode.VOTER_NOT_FOUND)
+        endpoints = {listener.name: (listener.host, listener.port)
+                     for listener in request.listeners or ()}
+        feature = request.kraft_version_feature
+        versions = (feature.min_supported_version, feature.max_supported_version)
+        if (not endpoints or (self.listener is not None and self.listener not in endpoints)
+                or not versions[0] <= self.kraft_version <= versions[1]):
+            return self._update_voter_response(ErrorCode.INVALID_REQUEST)
+        current = self.voters.voter(voter_id)
+        updated = Voter(voter_id, current.directory_id or directory_id, endpoints, versions)
+        if updated == current:
+            return self._update_voter_response(ErrorCode.NONE)
+        response = self._start_voter_change(R, sender_id, request_id,
+                                            self.voters.with_voter(updated),
+                                            self.config.request_timeout_ms, now_ms)
+        return response
+
+    def _update_voter_response(self, error: ErrorCode) -> m.UpdateRaftVoterResponse:
+        R = m.UpdateRaftVoterResponse
+        leader = self._endpoint_of(self.leader_id)
+        return R(error_code=error.code, current_leader=R.CurrentLeader(
+            leader_id=-1 if self.leader_id is None else self.leader_id,
+            leader_epoch=self.epoch, host=leader[0] if leader else "",
+            port=leader[1] if leader else 0))
 
     # ------------------------------------------------------------------------------------------
     # responses
@@ -904,6 +1292,9 @@ class RaftClient:
         current = partition.current_leader
         leader_id = msg.leader_or_none(current.leader_id) if current is not None else None
         epoch = current.leader_epoch if current is not None else -1
+        for node_id, endpoint in msg.fetch_response_endpoints(response).items():
+            if node_id != self.node_id:
+                self.endpoints[node_id] = endpoint  # how to reach the leader it names
         handled = self._common_response(error, leader_id, epoch, now_ms)
         if handled is not None:
             return handled
@@ -925,6 +1316,8 @@ class RaftClient:
             log.info("node %d: truncating to %d (diverging epoch %d ends at %d)",
                      self.node_id, target, diverging.epoch, diverging.end_offset)
             self.log.truncate_to(target)
+            if self.history.truncate_from(target):
+                self._on_voters_changed(now_ms)
         elif snapshot is not None and (snapshot.epoch >= 0 or snapshot.end_offset >= 0):
             if snapshot.epoch < 0 or snapshot.end_offset <= 0:
                 log.warning("node %d: leader %d sent an invalid snapshot id %s",
@@ -946,6 +1339,8 @@ class RaftClient:
                     log.warning("node %d: cannot append the fetched records: %s",
                                 self.node_id, exc)
                     return False
+                if self._observe_control_batches(records):
+                    self._on_voters_changed(now_ms)
                 if self.flush_in_poll:
                     self.log.flush()  # voters fetch again only with the data on disk
             if partition.high_watermark >= 0:
@@ -1010,6 +1405,50 @@ class RaftClient:
                 log.warning("node %d: the snapshot %s from leader %d is invalid, discarded: "
                             "%s", self.node_id, download.snapshot_id, sender_id, exc)
                 return False
-            self._install_snapshot(download.snapshot_id)
+            self._install_snapshot(download.snapshot_id, now_ms)
         state.reset_fetch_timeout(now_ms)
         return True
+
+
+def _voter_response(response_cls: type[m.Message], error: ErrorCode,
+                    message: str | None) -> m.Message:
+    """The answer to AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter."""
+    if response_cls is m.UpdateRaftVoterResponse:
+        return m.UpdateRaftVoterResponse(error_code=error.code)
+    return response_cls(error_code=error.code, error_message=message)
+
+
+def observe_control_batches(history: VoterSetHistory, data: bytes | memoryview) -> None:
+    """Takes the KRaftVersionRecords and VotersRecords of `data`'s batches into `history`."""
+    for pos, header in iter_batches(data):
+        if not header.is_control:
+            continue
+        for record in iter_records(data, pos, header):
+            kind = decode_control_key(record.key)
+            if kind == ControlRecordType.KRAFT_VOTERS:
+                history.add_voters(record.offset, voter_set_from_record(
+                    m.VotersRecord.decode(bytes(record.value or b""), 0)))
+            elif kind == ControlRecordType.KRAFT_VERSION:
+                history.add_kraft_version(record.offset, m.KRaftVersionRecord.decode(
+                    bytes(record.value or b""), 0).kraft_version)
+
+
+def read_voter_history(raft_log: RaftLog, history: VoterSetHistory) -> VoterSetHistory:
+    """A dynamic quorum's voters as of the log's end: the newest snapshot's, then every voters
+    record in the log after it (nothing to do with static voters: the log holds none)."""
+    if len(history.static):
+        return history
+    start = raft_log.start_offset
+    latest = raft_log.snapshots.latest_id()
+    if latest is not None:
+        try:
+            content = check_snapshot(raft_log.snapshots.read_all(latest), decode_values=False)
+        except (CorruptSnapshotError, OSError) as exc:
+            log.warning("cannot read the voters of snapshot %s: %s", latest, exc)
+        else:
+            history.reset(latest.offset, content.kraft_version, content.voters)
+            start = max(start, latest.offset)
+    for header, data in iter_log_batches(raft_log, start, raft_log.end_offset):
+        if header.is_control:
+            observe_control_batches(history, data)
+    return history

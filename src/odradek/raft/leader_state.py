@@ -10,6 +10,7 @@ epoch's LeaderChange after it (Raft's rule). It never moves back.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from odradek.raft.config import OBSERVER_SESSION_TIMEOUT_MS, RaftConfig
@@ -26,6 +27,7 @@ class ReplicaState:
     last_caught_up_ms: int = -1
     last_fetch_leader_end_offset: int = -1
     acknowledged: bool = False  # it knows this leader (fetched, or answered BeginQuorumEpoch)
+    directory_id: uuid.UUID | None = None  # as its last Fetch said (KIP-853)
 
     def update_follower(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
         # Caught up: at the leader's end now, or at the leader's end of its previous fetch (then
@@ -91,7 +93,7 @@ class LeaderState:
         return self._maybe_update_high_watermark()
 
     def update_replica_state(self, replica_id: int, fetch_offset: int, leader_end_offset: int,
-                             now_ms: int) -> bool:
+                             now_ms: int, directory_id: uuid.UUID | None = None) -> bool:
         """A valid Fetch at `fetch_offset`: the replica has everything below it. Returns
         whether the high watermark moved."""
         if replica_id < 0 or replica_id == self.node_id:
@@ -99,8 +101,10 @@ class LeaderState:
         state = self.voter_states.get(replica_id)
         if state is None:
             state = self.observer_states.setdefault(replica_id, ReplicaState(replica_id))
+            state.directory_id = directory_id
             state.update_follower(fetch_offset, leader_end_offset, now_ms)
             return False  # observers never count
+        state.directory_id = directory_id
         state.update_follower(fetch_offset, leader_end_offset, now_ms)
         self._update_check_quorum(replica_id, now_ms)
         return self._maybe_update_high_watermark()
@@ -113,6 +117,30 @@ class LeaderState:
             self.high_watermark = majority_offset
             return True
         return False
+
+    def update_voters(self, voters: VoterSet) -> bool:
+        """The voter set changed (a VotersRecord was appended or truncated away): a new voter
+        brings its progress as an observer, a removed one goes on as an observer. Returns
+        whether the high watermark moved."""
+        self.voters = voters
+        states: dict[int, ReplicaState] = {}
+        for node_id in voters:
+            state = self.voter_states.get(node_id) or self.observer_states.pop(node_id, None)
+            states[node_id] = state or ReplicaState(node_id)
+        for node_id, state in self.voter_states.items():
+            if node_id not in voters and node_id != self.node_id:
+                self.observer_states[node_id] = state
+        if self.node_id in states:
+            states[self.node_id].acknowledged = True
+        self.voter_states = states
+        return self._maybe_update_high_watermark()
+
+    def is_caught_up(self, replica_id: int, now_ms: int) -> bool:
+        """Whether an observer fetched up to this leader's end within the fetch timeout (Kafka
+        adds only such a replica as a voter, so the high watermark does not stall)."""
+        state = self.observer_states.get(replica_id)
+        return (state is not None and state.last_caught_up_ms >= 0
+                and now_ms - state.last_caught_up_ms <= self.config.fetch_timeout_ms)
 
     # -- check quorum
     def update_check_quorum(self, voter_id: int, now_ms: int) -> None:

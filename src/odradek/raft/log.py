@@ -156,6 +156,12 @@ def validate_fetch(log: RaftLog, fetch_offset: int, last_fetched_epoch: int) -> 
         latest = log.snapshots.latest_id()
         if latest is not None:
             return FetchValidation(SNAPSHOT, latest)
+    earliest = log.snapshots.earliest_id() if start > 0 else None
+    if earliest is not None and last_fetched_epoch < earliest.epoch:
+        # The follower's last epoch is older than anything this log still holds: no
+        # diverging point can be named (the follower would keep its log), so it gets the
+        # newest snapshot (Kafka's validateOffsetAndEpoch does the same).
+        return FetchValidation(SNAPSHOT, log.snapshots.latest_id())
     diverging = validate_offset_and_epoch(log, fetch_offset, last_fetched_epoch)
     if diverging is not None:
         return FetchValidation(DIVERGING, diverging)

@@ -1,13 +1,18 @@
 """The Kafka messages Raft exchanges, built and unpacked for the one metadata partition.
 
-Versions: Vote, BeginQuorumEpoch and EndQuorumEpoch v0, Fetch v16 (ReplicaState, topic id),
-FetchSnapshot v0, DescribeQuorum v1: the newest the project's generated codecs (Kafka 3.8 specs) know.
+Versions: Vote v1 (names the voter asked and both directory ids, KIP-853), BeginQuorumEpoch and
+EndQuorumEpoch v0, Fetch v17 (ReplicaState, topic id, the fetcher's directory id; the answer
+names the leader's endpoint, so an observer that asked a bootstrap server finds the leader),
+FetchSnapshot v0, DescribeQuorum v2 (directory ids and the voters' listeners); AddRaftVoter,
+RemoveRaftVoter and UpdateRaftVoter v0.
 `single_partition` returns None for a request that is not about exactly the metadata
 partition; the client answers it INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from odradek.protocol import messages as m
@@ -16,13 +21,15 @@ from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOP
 
 # The version each API is encoded at (the simulation's network and the network layer).
 API_VERSIONS: dict[type[m.Message], int] = {
-    m.VoteRequest: 0, m.VoteResponse: 0,
+    m.VoteRequest: 1, m.VoteResponse: 1,
     m.BeginQuorumEpochRequest: 0, m.BeginQuorumEpochResponse: 0,
     m.EndQuorumEpochRequest: 0, m.EndQuorumEpochResponse: 0,
-    m.FetchRequest: 16, m.FetchResponse: 16,
+    m.FetchRequest: 17, m.FetchResponse: 17,
     m.FetchSnapshotRequest: 0, m.FetchSnapshotResponse: 0,
-    m.DescribeQuorumRequest: 1, m.DescribeQuorumResponse: 1,
+    m.DescribeQuorumRequest: 2, m.DescribeQuorumResponse: 2,
+    m.UpdateRaftVoterRequest: 0, m.UpdateRaftVoterResponse: 0,
 }
+NO_DIRECTORY_ID = uuid.UUID(int=0)
 
 NO_LEADER = -1
 
@@ -59,10 +66,15 @@ def leader_or_none(leader_id: int) -> int | None:
 
 # -- Vote
 def vote_request(cluster_id: str, epoch: int, candidate_id: int, last_epoch: int,
-                 last_offset: int) -> m.VoteRequest:
-    return m.VoteRequest(cluster_id=cluster_id, topics=[m.VoteRequest.TopicData(
+                 last_offset: int, voter_id: int = -1,
+                 voter_directory_id: uuid.UUID | None = None,
+                 candidate_directory_id: uuid.UUID | None = None) -> m.VoteRequest:
+    """`voter_id`/`voter_directory_id`: the voter asked (v1); -1 when not named."""
+    return m.VoteRequest(cluster_id=cluster_id, voter_id=voter_id, topics=[m.VoteRequest.TopicData(
         topic_name=METADATA_TOPIC, partitions=[m.VoteRequest.PartitionData(
             partition_index=METADATA_PARTITION, replica_epoch=epoch, replica_id=candidate_id,
+            replica_directory_id=candidate_directory_id or NO_DIRECTORY_ID,
+            voter_directory_id=voter_directory_id or NO_DIRECTORY_ID,
             last_offset_epoch=last_epoch, last_offset=last_offset)])])
 
 
@@ -113,7 +125,7 @@ def end_epoch_response(error: ErrorCode, leader_id: int | None,
 # -- Fetch
 def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: int,
                   last_fetched_epoch: int, max_wait_ms: int,
-                  max_bytes: int) -> m.FetchRequest:
+                  max_bytes: int, directory_id: uuid.UUID | None = None) -> m.FetchRequest:
     return m.FetchRequest(
         cluster_id=cluster_id, replica_state=m.FetchRequest.ReplicaState(replica_id=replica_id),
         max_wait_ms=max_wait_ms, min_bytes=0, max_bytes=max_bytes,
@@ -121,7 +133,13 @@ def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: in
             m.FetchRequest.FetchPartition(
                 partition=METADATA_PARTITION, current_leader_epoch=epoch,
                 fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
-                partition_max_bytes=max_bytes)])])
+                partition_max_bytes=max_bytes,
+                replica_directory_id=directory_id or NO_DIRECTORY_ID)])])
+
+
+def fetch_directory_id(partition: Any) -> uuid.UUID | None:
+    directory_id = getattr(partition, "replica_directory_id", None)
+    return None if directory_id in (None, NO_DIRECTORY_ID) else directory_id
 
 
 def fetch_replica_id(request: m.FetchRequest) -> int:
@@ -132,8 +150,10 @@ def fetch_replica_id(request: m.FetchRequest) -> int:
 def fetch_response(error: ErrorCode, leader_id: int | None, epoch: int, high_watermark: int,
                    records: bytes = b"", diverging: tuple[int, int] | None = None,
                    top_level_error: ErrorCode = ErrorCode.NONE,
-                   snapshot_id: tuple[int, int] | None = None) -> m.FetchResponse:
-    """`diverging` and `snapshot_id` are (end offset, epoch)."""
+                   snapshot_id: tuple[int, int] | None = None,
+                   leader_endpoint: tuple[str, int] | None = None) -> m.FetchResponse:
+    """`diverging` and `snapshot_id` are (end offset, epoch); `leader_endpoint` the leader's
+    (host, port) on the controller listener, sent when the leader is known (NodeEndpoints)."""
     partition = m.FetchResponse.PartitionData(
         partition_index=METADATA_PARTITION, error_code=error.code, high_watermark=high_watermark,
         current_leader=m.FetchResponse.LeaderIdAndEpoch(
@@ -145,9 +165,17 @@ def fetch_response(error: ErrorCode, leader_id: int | None, epoch: int, high_wat
     if snapshot_id is not None:
         partition.snapshot_id = m.FetchResponse.SnapshotId(end_offset=snapshot_id[0],
                                                            epoch=snapshot_id[1])
-    return m.FetchResponse(error_code=top_level_error.code, responses=[
+    response = m.FetchResponse(error_code=top_level_error.code, responses=[
         m.FetchResponse.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID,
                                                partitions=[partition])])
+    if leader_id is not None and leader_endpoint is not None:
+        response.node_endpoints = [m.FetchResponse.NodeEndpoint(
+            node_id=leader_id, host=leader_endpoint[0], port=leader_endpoint[1])]
+    return response
+
+
+def fetch_response_endpoints(response: m.FetchResponse) -> dict[int, tuple[str, int]]:
+    return {e.node_id: (e.host, e.port) for e in (response.node_endpoints or ())}
 
 
 # -- FetchSnapshot
@@ -185,6 +213,11 @@ def top_level_error(response_cls: type[m.Message], error: ErrorCode) -> m.Messag
 
 
 # -- DescribeQuorum
+def listeners_of(endpoints: Mapping[str, tuple[str, int]], cls: type) -> list[Any]:
+    """A voter's endpoints as the `Listeners` entries of a request or response struct."""
+    return [cls(name=name, host=host, port=port) for name, (host, port) in endpoints.items()]
+
+
 def describe_quorum_request() -> m.DescribeQuorumRequest:
     return m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC,

@@ -386,8 +386,8 @@ class QuorumState:
     def transition_to_voted(self, epoch: int, candidate_id: int, now_ms: int) -> VotedState:
         if candidate_id == self.node_id:
             raise IllegalStateError("a node votes for itself by becoming a candidate")
-        if candidate_id not in self.voters:
-            raise IllegalStateError(f"cannot vote for {candidate_id}: not a voter")
+        # A candidate need not be in this node's voter set: with a dynamic quorum this node
+        # may not have the newest set yet (KIP-853); the caller checked it may vote.
         if epoch < self.epoch or (epoch == self.epoch
                                   and not isinstance(self.state, UnattachedState)):
             raise IllegalStateError(f"cannot vote in epoch {epoch} from {self.state.name} in "

@@ -297,11 +297,18 @@ class SnapshotWriter:
     """Builds a snapshot from record values over a raw writer (Kafka's RecordsSnapshotWriter):
     the header at once, `append(values)` as batches, the footer at `freeze`."""
 
-    def __init__(self, raw: RawSnapshotWriter, last_contained_timestamp: int) -> None:
+    def __init__(self, raw: RawSnapshotWriter, last_contained_timestamp: int,
+                 kraft_version: int = KRAFT_VERSION_STATIC,
+                 voters: VoterSet | None = None) -> None:
+        """`voters` (a dynamic quorum's set as of the snapshot) go right after the header."""
         self.raw = raw
         self.snapshot_id = raw.snapshot_id
         self._builder = _Builder(raw.snapshot_id.epoch, last_contained_timestamp)
         raw.append(self._builder.header())
+        if voters is not None:
+            raw.append(kraft_control_batch(self._builder.next_offset, self._builder.epoch,
+                                           last_contained_timestamp, kraft_version, voters))
+            self._builder.next_offset += 2
 
     def append(self, values: Iterable[bytes]) -> None:
         for batch in self._builder.batches(values):

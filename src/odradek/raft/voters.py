@@ -56,8 +56,6 @@ class VoterSet:
             if entry.node_id < 0:
                 raise ValueError(f"invalid voter id {entry.node_id}")
             by_id[entry.node_id] = entry
-        if not by_id:
-            raise ValueError("a voter set needs at least one voter")
         self._voters = dict(sorted(by_id.items()))
 
     @property
@@ -109,7 +107,10 @@ class VoterSet:
 
     def without_voter(self, node_id: int) -> VoterSet:
         """This set less voter `node_id`; ValueError if that would leave it empty."""
-        return VoterSet([v for v in self._voters.values() if v.node_id != node_id])
+        rest = [v for v in self._voters.values() if v.node_id != node_id]
+        if not rest:
+            raise ValueError("a quorum cannot lose its last voter")
+        return VoterSet(rest)
 
     def endpoints(self, listener: str | None = None) -> dict[int, tuple[str, int]]:
         """node id -> endpoint, for the voters that have one."""
@@ -122,6 +123,70 @@ class VoterSet:
 
     def __repr__(self) -> str:
         return f"VoterSet({self.ids})"
+
+
+class VoterSetHistory:
+    """The voter sets and kraft.version levels the log holds, by offset (Kafka's
+    KRaftControlRecordStateMachine with its VoterSetHistory). A set takes effect at the offset
+    of its VotersRecord, committed or not (KIP-853: a leader counts the new set's majority as
+    soon as it appends it); a truncated log takes its sets with it. Before any VotersRecord, the
+    static set from `controller.quorum.voters` applies (empty for a node that has none)."""
+
+    def __init__(self, static: VoterSet | None = None) -> None:
+        self.static = static if static is not None else VoterSet([])
+        self._voters: list[tuple[int, VoterSet]] = []  # (offset, set), offsets increasing
+        self._kraft: list[tuple[int, int]] = []  # (offset, kraft.version)
+
+    @property
+    def latest(self) -> VoterSet:
+        return self._voters[-1][1] if self._voters else self.static
+
+    @property
+    def last_entry(self) -> tuple[int, VoterSet] | None:
+        """The newest VotersRecord's (offset, set); None when only the static set applies."""
+        return self._voters[-1] if self._voters else None
+
+    @property
+    def kraft_version(self) -> int:
+        return self._kraft[-1][1] if self._kraft else KRAFT_VERSION_STATIC
+
+    def voters_at(self, offset: int) -> VoterSet:
+        """The set in effect at `offset` (its record included)."""
+        for at, voters in reversed(self._voters):
+            if at <= offset:
+                return voters
+        return self.static
+
+    def kraft_version_at(self, offset: int) -> int:
+        for at, level in reversed(self._kraft):
+            if at <= offset:
+                return level
+        return KRAFT_VERSION_STATIC
+
+    def add_voters(self, offset: int, voters: VoterSet) -> None:
+        self._truncate(self._voters, offset)
+        self._voters.append((offset, voters))
+
+    def add_kraft_version(self, offset: int, level: int) -> None:
+        self._truncate(self._kraft, offset)
+        self._kraft.append((offset, level))
+
+    def truncate_from(self, offset: int) -> bool:
+        """The log lost every offset from `offset` on; returns whether the latest set changed."""
+        before = self.latest
+        self._truncate(self._voters, offset)
+        self._truncate(self._kraft, offset)
+        return self.latest != before
+
+    def reset(self, offset: int, kraft_version: int, voters: VoterSet | None) -> None:
+        """Everything before `offset` is replaced by a snapshot holding these."""
+        self._voters = [(offset - 1, voters)] if voters is not None else []
+        self._kraft = [(offset - 1, kraft_version)]
+
+    @staticmethod
+    def _truncate(entries: list, offset: int) -> None:
+        while entries and entries[-1][0] >= offset:
+            entries.pop()
 
 
 # ------------------------------------------------------------------------------------------------

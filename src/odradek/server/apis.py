@@ -58,6 +58,7 @@ SERVED_VERSIONS: dict[int, int] = {
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
         57,  # UpdateFeatures (forwarded to the active controller)
         60, 75,  # DescribeCluster, DescribeTopicPartitions
+        80, 81,  # AddRaftVoter, RemoveRaftVoter (forwarded to the active controller)
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
 }
@@ -73,6 +74,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
     60: 0,  # DescribeCluster
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
+    80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
@@ -88,6 +90,8 @@ FORWARDED_APIS = frozenset({
     44,  # IncrementalAlterConfigs
     55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
+    80,  # AddRaftVoter
+    81,  # RemoveRaftVoter
 })
 FORWARDED_SERVED_VERSIONS: dict[int, int] = {
     key: low for key, low in SERVED_VERSIONS.items() if key in FORWARDED_APIS}
@@ -131,6 +135,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
         75: metadata.describe_topic_partitions,
+        80: raft.add_raft_voter,
+        81: raft.remove_raft_voter,
         **admin_handler_table(admin),
     }
 
@@ -154,7 +160,8 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
 def forwarded_handler_table(admin: AdminApis, raft: RaftApis) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
-    handlers = {**admin_handler_table(admin), 55: raft.describe_quorum}
+    handlers = {**admin_handler_table(admin), 55: raft.describe_quorum,
+                80: raft.add_raft_voter, 81: raft.remove_raft_voter}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
 
 
@@ -177,6 +184,9 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,
         67: controller.allocate_producer_ids,
+        80: raft.add_raft_voter,
+        81: raft.remove_raft_voter,
+        82: raft.update_raft_voter,
     }
 
 

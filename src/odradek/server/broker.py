@@ -39,6 +39,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.ids import kafka_str_to_uuid
 from odradek.raft import RaftConfig
 from odradek.server.apis import (
     BROKER_LISTENER,
@@ -111,6 +112,9 @@ class Broker:
         self.controller_apis: ControllerApis | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.controller_channel: RaftChannel | None = None
+        # This node's controller endpoints (listener -> host/port) as Raft tells its peers;
+        # filled in once the listeners are bound (a port may be 0 in the config).
+        self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task] = []
         self.default_log_config: LogConfig = config.log_config()
 
@@ -193,6 +197,7 @@ class Broker:
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
         )
         await self.network.start(self._listener_configs())
+        self._local_controller_endpoints.update(self._controller_endpoints())
         if not single_voter:
             log.info("node %d: waiting for the metadata quorum to elect a leader",
                      self.node_id)
@@ -227,28 +232,42 @@ class Broker:
             request_timeout_ms=int(config.get("controller.quorum.request.timeout.ms")),
             retry_backoff_ms=int(config.get("controller.quorum.retry.backoff.ms")),
         )
+        # No controller.quorum.voters: a dynamic quorum (KIP-853), whose voters are in the
+        # metadata log; the node finds the leader through controller.quorum.bootstrap.servers.
+        dynamic = not voters
         voter_ids = set(voters) or {self.node_id}
+        voter_endpoints = {node_id: (voter.host, voter.port) for node_id, voter in voters.items()
+                           if node_id != self.node_id}
+        bootstrap = {-2 - index: endpoint
+                     for index, endpoint in enumerate(config.quorum_bootstrap_servers)}
+        meta = read_meta_properties(self.metadata_log_dir) or {}
+        directory_id = (kafka_str_to_uuid(meta["directory.id"]) if meta.get("directory.id")
+                        else None)
         send = None
-        if voter_ids != {self.node_id}:
-            self.raft_channel = RaftChannel(
-                self.node_id,
-                {node_id: (voter.host, voter.port) for node_id, voter in voters.items()
-                 if node_id != self.node_id},
-                request_timeout_ms=raft_config.request_timeout_ms)
+        quorum: MetadataQuorum | None = None
+        if dynamic or voter_ids != {self.node_id}:
+            def resolve(node_id: int) -> tuple[str, int] | None:
+                return quorum.endpoint_of(node_id) if quorum is not None else None
+
+            self.raft_channel = RaftChannel(self.node_id, resolve,
+                                            request_timeout_ms=raft_config.request_timeout_ms)
             send = self.raft_channel.send
             # The lifecycle's own connections: heartbeats never wait behind a Raft Fetch.
             self.controller_channel = RaftChannel(
-                self.node_id, self.raft_channel.endpoints,
-                request_timeout_ms=raft_config.request_timeout_ms,
+                self.node_id, resolve, request_timeout_ms=raft_config.request_timeout_ms,
                 client_id=f"broker-lifecycle-{self.node_id}")
-        return MetadataQuorum(
+        quorum = MetadataQuorum(
             metadata_log, self.node_id, voters=voter_ids, cluster_id=self.cluster_id,
-            raft_config=raft_config, send=send,
+            raft_config=raft_config, send=send, dynamic=dynamic, directory_id=directory_id,
+            listener=(config.controller_listener_names or [None])[0],
+            local_endpoints=self._local_controller_endpoints, bootstrap=bootstrap,
+            voter_endpoints=voter_endpoints,
             snapshot_max_bytes=int(
                 config.get("metadata.log.max.record.bytes.between.snapshots")),
             snapshot_interval_ms=int(config.get("metadata.log.max.snapshot.interval.ms")),
             retention_bytes=int(config.get("metadata.max.retention.bytes")),
             retention_ms=int(config.get("metadata.max.retention.ms")))
+        return quorum
 
     def controller_id(self) -> int:
         """The controller as Metadata and DescribeCluster report it to clients (-1: unknown):
@@ -419,6 +438,19 @@ class Broker:
         if listener_name in self.controller_listener_names:
             return CONTROLLER_LISTENER
         return BROKER_LISTENER
+
+    def _controller_endpoints(self) -> dict[str, tuple[str, int]]:
+        """This node's controller listeners as peers reach them (advertised, else bound)."""
+        if not self.config.is_controller:
+            return {}
+        bound = self.network.bound_ports if self.network else {}
+        advertised = {e.name: e for e in self.config.advertised_listeners}
+        out = {}
+        for endpoint in self.config.controller_listeners:
+            adv = advertised.get(endpoint.name, endpoint)
+            host = adv.host or endpoint.host or socket.getfqdn()
+            out[endpoint.name] = (host, adv.port or bound.get(endpoint.name, endpoint.port))
+        return out
 
     def controller_endpoints(self, listener_name: str) -> list[tuple[int, str, int]]:
         """(node id, host, port) of the quorum's controllers, as DescribeCluster sent to a

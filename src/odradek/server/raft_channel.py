@@ -2,8 +2,9 @@
 (Raft's, and the broker lifecycle's on a separate channel so heartbeats never queue behind a
 long-polling Fetch).
 
-One `odradek.client.connection.Connection` per voter, to its `controller.quorum.voters`
-endpoint (Kafka's controllers use the same NetworkClient as its clients). A request goes out at
+One `odradek.client.connection.Connection` per voter, to its endpoint (a
+`controller.quorum.voters` entry, or for a dynamic quorum what Raft knows: the VotersRecord's
+endpoints, a leader named in a Fetch answer, a bootstrap server by its negative id) (Kafka's controllers use the same NetworkClient as its clients). A request goes out at
 the version Raft encodes it at (`raft.messages.API_VERSIONS`) and times out after
 `controller.quorum.request.timeout.ms`; any failure (refused, reset, timed out) is raised to the
 quorum, which tells the Raft client (`handle_send_failure`, retried after
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from odradek.client.connection import Connection
 from odradek.client.errors import KafkaConnectionError
@@ -32,12 +33,19 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 class RaftChannel:
-    def __init__(self, node_id: int, endpoints: Mapping[int, tuple[str, int]], *,
-                 request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK,
+    def __init__(self, node_id: int,
+                 endpoints: Mapping[int, tuple[str, int]] | Callable[[int], tuple[str, int] | None],
+                 *, request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK,
                  client_id: str | None = None) -> None:
+        """`endpoints`: node id -> (host, port), or a function that looks one up (it may learn
+        new ones as it goes)."""
         self.node_id = node_id
         self.client_id = client_id or f"raft-client-{node_id}"
-        self.endpoints = dict(endpoints)
+        if callable(endpoints):
+            self.resolve = endpoints
+        else:
+            fixed = dict(endpoints)
+            self.resolve = fixed.get
         self.request_timeout_ms = request_timeout_ms
         self.clock = clock
         self._connections: dict[int, Connection] = {}
@@ -69,7 +77,7 @@ class RaftChannel:
                 return existing
             if self.clock.monotonic() < self._reconnect_at.get(destination, 0.0):
                 raise KafkaConnectionError(f"voter {destination}: reconnect backoff")
-            endpoint = self.endpoints.get(destination)
+            endpoint = self.resolve(destination)
             if endpoint is None:
                 raise KafkaConnectionError(f"voter {destination} has no known endpoint")
             host, port = endpoint

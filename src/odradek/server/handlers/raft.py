@@ -1,5 +1,5 @@
-"""The KRaft quorum's APIs: Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum and the Fetch
-and FetchSnapshot of `__cluster_metadata`, served on controller listeners and answered by this node's Raft client
+"""The KRaft quorum's APIs: Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, the Fetch
+and FetchSnapshot of `__cluster_metadata`, and AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, served on controller listeners and answered by this node's Raft client
 (through `MetadataQuorum.handle_request`, which parks a long-polling Fetch).
 
 DescribeQuorum on a broker listener is forwarded to the active controller (server.forwarding), as
@@ -48,6 +48,16 @@ class RaftApis:
 
     async def describe_quorum(self, ctx: RequestContext, req: m.DescribeQuorumRequest):
         return await self.quorum.handle_request(-1, req)
+
+    # KIP-853: answered by the leader once the new voter set is committed (parked until then).
+    async def add_raft_voter(self, ctx: RequestContext, req: m.AddRaftVoterRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def remove_raft_voter(self, ctx: RequestContext, req: m.RemoveRaftVoterRequest):
+        return await self.quorum.handle_request(-1, req)
+
+    async def update_raft_voter(self, ctx: RequestContext, req: m.UpdateRaftVoterRequest):
+        return await self.quorum.handle_request(req.voter_id, req)
 
     async def describe_quorum_on_broker(self, ctx: RequestContext,
                                         req: m.DescribeQuorumRequest):
