@@ -299,7 +299,7 @@ async def three_voter_leader(log: Log) -> MetadataQuorum:
 
     async def send(destination: int, request: m.Message) -> m.Message:
         if isinstance(request, m.VoteRequest):
-            epoch = request.topics[0].partitions[0].candidate_epoch
+            epoch = request.topics[0].partitions[0].replica_epoch
             return raft_messages.vote_response(ErrorCode.NONE, None, epoch, True)
         if isinstance(request, m.BeginQuorumEpochRequest):
             epoch = request.topics[0].partitions[0].leader_epoch
