@@ -847,6 +847,10 @@ class ModuleWriter:
         slots = attrs + ["unknown_tagged_fields"]
         code.add(f"__slots__ = {tuple(slots)!r}")
         code.add(f"_FIELDS = {tuple(attrs)!r}")
+        # field -> (first, last) version it exists in (last None: open ended), for writers
+        # that print a message as of a version (Kafka's JSON converters).
+        versions = {f.attr: (f.versions.low, f.versions.high) for f in struct.fields}
+        code.add(f"_FIELD_VERSIONS = {versions!r}")
         if is_message:
             code.add(f"NAME = {m.name!r}")
             code.add(f"SPEC_TYPE = {m.spec_type!r}")

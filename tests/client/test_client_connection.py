@@ -35,12 +35,12 @@ def names_of(response: m.MetadataResponse) -> list[str]:
 
 def test_negotiates_versions_and_picks_the_highest_common_one():
     async def scenario():
-        versions = {18: (0, 3), METADATA: (1, 9), 19: (2, 4)}
+        versions = {18: (0, 4), METADATA: (1, 9), 19: (2, 4)}
         async with FakeBroker(echo_topics, api_versions=versions) as broker:
             connection = await Connection.open(broker.host, broker.port, client_id="tester")
             try:
                 header, request = broker.requests[0]
-                assert header.request_api_key == 18 and header.request_api_version == 3
+                assert header.request_api_key == 18 and header.request_api_version == 4
                 assert header.client_id == "tester"
                 assert request.client_software_name == CLIENT_SOFTWARE_NAME
                 assert connection.api_versions[METADATA] == (1, 9)
@@ -69,7 +69,7 @@ def test_api_versions_falls_back_to_the_version_the_broker_names():
             connection = await Connection.open(broker.host, broker.port)
             try:
                 sent = [h.request_api_version for h, _ in broker.requests_of(18)]
-                assert sent == [3, 2]
+                assert sent == [4, 2]
                 assert connection.ready
                 assert connection.api_versions == versions
                 assert connection.pick_version(METADATA) == 12

@@ -75,12 +75,12 @@ def test_find_coordinator_versions(broker):
 def test_old_join_sync_heartbeat_leave(broker):
     async def body(c: Connection) -> None:
         group = _group()
-        # v0-v3: no MEMBER_ID_REQUIRED round trip; v0 has no rebalance timeout.
+        # v2-v3 (Kafka 4.0 takes JoinGroup from v2): no MEMBER_ID_REQUIRED round trip.
         joined = await c.send(J(group_id=group, session_timeout_ms=10_000, member_id="",
-                                protocol_type="consumer", protocols=[
-                                    J.JoinGroupRequestProtocol(name="range",
-                                                               metadata=SUBSCRIPTION)]),
-                              api_version=0)
+                                rebalance_timeout_ms=10_000, protocol_type="consumer",
+                                protocols=[J.JoinGroupRequestProtocol(name="range",
+                                                                      metadata=SUBSCRIPTION)]),
+                              api_version=2)
         assert joined.error_code == 0 and joined.generation_id == 1
         assert joined.member_id.startswith("versions-") and joined.protocol_name == "range"
         assert [member.metadata for member in joined.members] == [SUBSCRIPTION]
@@ -142,8 +142,9 @@ def test_offset_commit_and_fetch_versions(broker):
                           OC.OffsetCommitRequestPartition(partition_index=9,
                                                           committed_offset=offset)])])
 
-        v0 = await c.send(commit(3), api_version=0)
-        assert [p.error_code for p in v0.topics[0].partitions] == [
+        # Kafka 4.0 takes OffsetCommit from v2.
+        first = await c.send(commit(3), api_version=2)
+        assert [p.error_code for p in first.topics[0].partitions] == [
             0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         v2 = await c.send(commit(4, retention_time_ms=60_000), api_version=2)
         assert v2.topics[0].partitions[0].error_code == 0

@@ -449,15 +449,15 @@ def alter_cluster() -> tuple[Cluster, uuid.UUID]:
 
 def alter_request(topic_id: uuid.UUID, isr: Sequence[int], *, partition: int = 0,
                   leader_epoch: int = 0, partition_epoch: int = 1, broker: int = 1,
-                  recovery: int = RECOVERED, isr_epochs: Mapping[int, int] | None = None,
-                  name: str = "t") -> m.AlterPartitionRequest:
+                  recovery: int = RECOVERED, isr_epochs: Mapping[int, int] | None = None
+                  ) -> m.AlterPartitionRequest:
     data = AP.PartitionData(
         partition_index=partition, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
         new_isr=list(isr), leader_recovery_state=recovery,
         new_isr_with_epochs=[AP.BrokerState(broker_id=b, broker_epoch=(isr_epochs or {}).get(
             b, epoch_of(b))) for b in isr])
     return AP(broker_id=broker, broker_epoch=epoch_of(broker),
-              topics=[AP.TopicData(topic_name=name, topic_id=topic_id, partitions=[data])])
+              topics=[AP.TopicData(topic_id=topic_id, partitions=[data])])
 
 
 def only_partition(response: m.AlterPartitionResponse) -> m.AlterPartitionResponse.PartitionData:
@@ -540,8 +540,7 @@ def test_alter_partition_validation(change: dict[str, Any], error: ErrorCode):
 
 @pytest.mark.parametrize("ineligible", ["fenced", "shutting down", "unregistered"])
 @pytest.mark.parametrize("version, error", [(3, ErrorCode.INELIGIBLE_REPLICA),
-                                            (2, ErrorCode.INELIGIBLE_REPLICA),
-                                            (1, ErrorCode.OPERATION_NOT_ATTEMPTED)])
+                                            (2, ErrorCode.INELIGIBLE_REPLICA)])
 def test_alter_partition_refuses_ineligible_isr_members(ineligible: str, version: int,
                                                         error: ErrorCode):
     c = Cluster(brokers=(1, 2, 3, 4))
@@ -575,13 +574,6 @@ def test_alter_partition_for_unknown_topics():
     c, topic_id = alter_cluster()
     response, _ = alter_partition(c.image, 1, epoch_of(1), alter_request(uuid.uuid4(), [1, 3]))
     assert only_partition(response).error_code == ErrorCode.UNKNOWN_TOPIC_ID
-    # Versions 0 and 1 name topics.
-    response, _ = alter_partition(c.image, 1, epoch_of(1),
-                                  alter_request(topic_id, [1, 3], name="nope"), version=1)
-    assert only_partition(response).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    response, records = alter_partition(c.image, 1, epoch_of(1),
-                                        alter_request(uuid.uuid4(), [1], name="t"), version=1)
-    assert only_partition(response).error_code == ErrorCode.NONE and records[0].isr == [1]
 
 
 def test_alter_partition_below_min_isr_with_elr_keeps_the_removed_replicas_eligible():

@@ -85,7 +85,7 @@ async def produce(node: HandlerNode, topic: str, partition: int, count: int) -> 
 # -- CreateTopics
 
 
-@pytest.mark.parametrize("version", [0, 1, 4, 5, 7])
+@pytest.mark.parametrize("version", [2, 4, 5, 7])
 def test_create_topics(tmp_path, version):
     async def scenario(node: HandlerNode) -> None:
         partitions = 3 if version < 4 else -1  # -1 (the broker's num.partitions) from v4
@@ -308,7 +308,7 @@ def test_describe_configs_resource_errors(tmp_path):
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.parametrize("version", [0, 1, 4])
+@pytest.mark.parametrize("version", [1, 4])
 def test_describe_configs_of_a_topic(tmp_path, version):
     async def scenario(node: HandlerNode) -> None:
         await create(node, "orders", retention_ms="3600000")
@@ -480,7 +480,7 @@ def test_delete_records_moves_the_low_watermark(tmp_path, version):
 # -- DescribeLogDirs
 
 
-@pytest.mark.parametrize("version", [0, 4])
+@pytest.mark.parametrize("version", [1, 4])
 def test_describe_log_dirs(tmp_path, version):
     async def scenario(node: HandlerNode) -> None:
         await create(node, "orders", partitions=2)

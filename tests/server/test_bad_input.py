@@ -43,7 +43,7 @@ def test_unknown_api_versions_version_gets_v0_error(odradek_broker):
         corr, resp = framing.decode_response(_recv_exact(s, size), 18, 0)
         assert corr == 42
         assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 3)]
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
         # The connection stays usable: retry at v3.
         corr, resp = _roundtrip(s, 18, 3, m.ApiVersionsRequest(client_software_name="t",
                                                                 client_software_version="1"))

@@ -56,11 +56,11 @@ def local_range_error(level: int) -> tuple[ErrorCode, str]:
                    f"controller 1 only supports versions 1-20")
 
 
-def test_update_features_is_advertised_at_versions_0_to_1(client):
+def test_update_features_is_advertised_at_versions_0_to_2(client):
     response = client.call(API_VERSIONS, 3, m.ApiVersionsRequest(
         client_software_name="t", client_software_version="1"))
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert versions[UPDATE_FEATURES] == (0, 1)
+    assert versions[UPDATE_FEATURES] == (0, 2)
     assert {f.name: (f.min_version, f.max_version) for f in response.supported_features} == \
         {MV: (1, 20)}
 

@@ -151,12 +151,14 @@ def _camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-def message_json(value: Any) -> Any:
-    """A generated message as Kafka's JSON converters write it (camelCase names)."""
+def message_json(value: Any, version: int | None = None) -> Any:
+    """A generated message as Kafka's JSON converters write it (camelCase names); with a
+    `version`, only the fields of that version."""
     if isinstance(value, m.Struct):
-        return {_camel(name): message_json(getattr(value, name)) for name in value._FIELDS}
+        names = value._FIELDS if version is None else value.fields_at(version)
+        return {_camel(name): message_json(getattr(value, name), version) for name in names}
     if isinstance(value, list):
-        return [message_json(item) for item in value]
+        return [message_json(item, version) for item in value]
     if isinstance(value, uuid.UUID):
         return uuid_to_kafka_str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -288,7 +290,8 @@ def record_line(header: BatchHeader, record: Record, print_contents: bool,
 
 
 # KRaft control records: the message in the value and the label Kafka prints before its JSON.
-# Kafka decodes each at the newest version it knows (all are version 0 in the 3.8 specs).
+# Kafka decodes and prints each at version 0 (LeaderChange v1's voter directory ids are not
+# printed).
 _KRAFT_CONTROL_RECORDS: dict[ControlRecordType, tuple[type[m.Message], str]] = {
     ControlRecordType.LEADER_CHANGE: (m.LeaderChangeMessage, "LeaderChange:"),
     ControlRecordType.SNAPSHOT_HEADER: (m.SnapshotHeaderRecord, "SnapshotHeader"),
@@ -314,7 +317,7 @@ def _control_text(record: Record) -> str:
             message = message_cls.decode(record.value or b"", 0)
         except (ProtocolError, DecodeError) as exc:
             return f" {label} <undecodable: {exc}>"
-        return f" {label} {_json(message_json(message))}"
+        return f" {label} {_json(message_json(message, 0))}"
     return f" controlType: {control_type.name}({control_type.value})"
 
 

@@ -183,6 +183,8 @@ async def _update_features(client: KraftClient, updates: dict[str, int], upgrade
     if response.error_code != 0:
         message = KafkaError(response.error_code, response.error_message).message
         return {name: message for name in updates}
+    if version >= 2:  # v2 answers with the top-level error only (KIP-1022): no error, all done
+        return {name: None for name in updates}
     results: dict[str, str | None] = {}
     for result in response.results:
         results[result.feature] = (None if result.error_code == 0 else

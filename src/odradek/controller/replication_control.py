@@ -589,13 +589,13 @@ def _validate_alter_partition(image: MetadataImage, broker_id: int,
         return ErrorCode.INVALID_REQUEST
     if partition.leader not in isr_ids:  # the ISR always includes the leader
         return ErrorCode.INVALID_REQUEST
-    recovery = data.leader_recovery_state if version >= 1 else RECOVERED
+    recovery = data.leader_recovery_state
     if recovery == RECOVERING and len(isr_ids) > 1:
         return ErrorCode.INVALID_REQUEST  # a recovering leader is the ISR alone
     if partition.leader_recovery_state == RECOVERED and recovery == RECOVERING:
         return ErrorCode.INVALID_REQUEST
     if _ineligible_replicas(image, new_isr):
-        return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
+        return ErrorCode.INELIGIBLE_REPLICA
     return ErrorCode.NONE
 
 
@@ -604,14 +604,14 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
                     broker_config: ConfigLookup | None = None
                     ) -> tuple[m.AlterPartitionResponse, list[m.PartitionChangeRecord]]:
     """AlterPartition (a partition leader changing its ISR or leader recovery state), validated
-    as Kafka does; `version` is the request's (names before v2, ids from v2, ISR with broker
-    epochs from v3). Whether this node is the active controller is the caller's check.
+    as Kafka does; `version` is the request's (v2, all Kafka 4.0 takes, names topics by id; v3
+    gives the ISR with broker epochs). Whether this node is the active controller is the caller's check.
 
     Top-level STALE_BROKER_EPOCH (and no topics) when the sender's registration does not match
-    `broker_epoch`. Per partition: UNKNOWN_TOPIC_ID (v2+) / UNKNOWN_TOPIC_OR_PARTITION,
+    `broker_epoch`. Per partition: UNKNOWN_TOPIC_ID,
     NOT_CONTROLLER (epochs ahead of this controller's), FENCED_LEADER_EPOCH, INVALID_REQUEST
     (not the leader, bad ISR, bad recovery state), INVALID_UPDATE_VERSION (stale partition
-    epoch), INELIGIBLE_REPLICA (v2+; OPERATION_NOT_ATTEMPTED before) for ISR members that are
+    epoch), INELIGIBLE_REPLICA for ISR members that are
     unregistered, fenced, shutting down or of another broker epoch, NEW_LEADER_ELECTED when the
     change also moved leadership; otherwise the partition's new state.
     """
@@ -623,12 +623,12 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
     records: list[m.PartitionChangeRecord] = []
     elr = elr_enabled(image)
     for topic_data in request.topics:
-        out = R.TopicData(topic_name=topic_data.topic_name, topic_id=topic_data.topic_id)
+        # AlterPartition v2+ (all Kafka 4.0 takes) names topics by id.
+        out = R.TopicData(topic_id=topic_data.topic_id)
         response.topics.append(out)
-        topic = (image.topics_by_id.get(topic_data.topic_id) if version > 1
-                 else image.topics_by_name.get(topic_data.topic_name))
+        topic = image.topics_by_id.get(topic_data.topic_id)
         if topic is None:
-            error = ErrorCode.UNKNOWN_TOPIC_ID if version > 1 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = ErrorCode.UNKNOWN_TOPIC_ID
             out.partitions.extend(R.PartitionData(partition_index=d.partition_index,
                                                   error_code=error)
                                   for d in topic_data.partitions)
@@ -652,8 +652,7 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
                 effective_min_isr(image, topic, broker_config),
                 election=Election.UNCLEAN if unclean else Election.ONLINE, elr=elr,
                 target_isr=[b for b, _ in new_isr],
-                target_leader_recovery_state=(data.leader_recovery_state if version >= 1
-                                              else RECOVERED))
+                target_leader_recovery_state=data.leader_recovery_state)
             record = builder.build()
             if record is not None:
                 records.append(record)

@@ -65,6 +65,16 @@ class Struct:
     __slots__ = ()
     #: Field attribute names in spec order (without ``unknown_tagged_fields``).
     _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _FIELD_VERSIONS: ClassVar[dict[str, tuple[int, int | None]]] = {}
+
+    def fields_at(self, version: int) -> list[str]:
+        """The fields this struct has at `version` of its message."""
+        out = []
+        for name in self._FIELDS:
+            low, high = self._FIELD_VERSIONS.get(name, (0, None))
+            if low <= version and (high is None or version <= high):
+                out.append(name)
+        return out
     unknown_tagged_fields: dict[int, bytes] | None
 
     def __eq__(self, other: object) -> bool:

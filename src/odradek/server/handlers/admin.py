@@ -167,9 +167,9 @@ class AdminApis:
             for topic, elections in results])
 
     async def update_features(self, ctx: RequestContext, req: m.UpdateFeaturesRequest):
-        """UpdateFeatures: the controller answers per feature; a failure of the whole request
-        (not the active controller) is the top-level error, with no results (Kafka's
-        UpdateFeaturesResponse.createWithErrors)."""
+        """UpdateFeatures: the controller answers per feature (v0-1; v2 has the first failure
+        as its top-level error); a failure of the whole request (not the active controller) is
+        the top-level error, with no results (Kafka's UpdateFeaturesResponse.createWithErrors)."""
         R = m.UpdateFeaturesResponse
         version = ctx.api_version
         updates = [FeatureUpdate(u.feature, u.max_version_level,
@@ -180,6 +180,11 @@ class AdminApis:
                 updates, validate_only=version >= 1 and req.validate_only)
         except KafkaError as exc:
             return R(error_code=exc.code, error_message=exc.message, results=[])
+        if version >= 2:
+            # v2 has no per-feature results (KIP-1022): the first failure is the answer's.
+            failed = next((r for r in results.values() if r.error != ErrorCode.NONE), None)
+            if failed is not None:
+                return R(error_code=failed.error, error_message=failed.message, results=[])
         return R(error_code=ErrorCode.NONE, error_message=None, results=[
             R.UpdatableFeatureResult(feature=name, error_code=result.error,
                                      error_message=result.message)

@@ -62,6 +62,7 @@ class AbortTransactionRecord(_Message):
 
     __slots__ = ('reason', 'unknown_tagged_fields')
     _FIELDS = ('reason',)
+    _FIELD_VERSIONS = {'reason': (0, None)}
     NAME = 'AbortTransactionRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 25

@@ -64,6 +64,7 @@ class AccessControlEntryRecord(_Message):
 
     __slots__ = ('id', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('id', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'id': (0, None), 'resource_type': (0, None), 'resource_name': (0, None), 'pattern_type': (0, None), 'principal': (0, None), 'host': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
     NAME = 'AccessControlEntryRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 18

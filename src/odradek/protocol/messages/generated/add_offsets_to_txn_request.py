@@ -62,6 +62,7 @@ class AddOffsetsToTxnRequest(_Message):
 
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id')
+    _FIELD_VERSIONS = {'transactional_id': (0, None), 'producer_id': (0, None), 'producer_epoch': (0, None), 'group_id': (0, None)}
     NAME = 'AddOffsetsToTxnRequest'
     SPEC_TYPE = 'request'
     API_KEY = 25

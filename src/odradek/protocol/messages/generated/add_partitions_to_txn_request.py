@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class AddPartitionsToTxnTransaction(_Struct):
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
+    _FIELD_VERSIONS = {'transactional_id': (4, None), 'producer_id': (4, None), 'producer_epoch': (4, None), 'verify_only': (4, None), 'topics': (4, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class AddPartitionsToTxnTransaction(_Struct):
 class AddPartitionsToTxnTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class AddPartitionsToTxnRequest(_Message):
 
     __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics', 'unknown_tagged_fields')
     _FIELDS = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
+    _FIELD_VERSIONS = {'transactions': (4, None), 'v3_and_below_transactional_id': (0, 3), 'v3_and_below_producer_id': (0, 3), 'v3_and_below_producer_epoch': (0, 3), 'v3_and_below_topics': (0, 3)}
     NAME = 'AddPartitionsToTxnRequest'
     SPEC_TYPE = 'request'
     API_KEY = 24

@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class AddPartitionsToTxnResult(_Struct):
     __slots__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'topic_results')
+    _FIELD_VERSIONS = {'transactional_id': (4, None), 'topic_results': (4, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class AddPartitionsToTxnResult(_Struct):
 class AddPartitionsToTxnTopicResult(_Struct):
     __slots__ = ('name', 'results_by_partition', 'unknown_tagged_fields')
     _FIELDS = ('name', 'results_by_partition')
+    _FIELD_VERSIONS = {'name': (0, None), 'results_by_partition': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class AddPartitionsToTxnTopicResult(_Struct):
 class AddPartitionsToTxnPartitionResult(_Struct):
     __slots__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'partition_error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'partition_error_code': (0, None)}
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class AddPartitionsToTxnResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (4, None), 'results_by_transaction': (4, None), 'results_by_topic_v3_and_below': (0, 3)}
     NAME = 'AddPartitionsToTxnResponse'
     SPEC_TYPE = 'response'
     API_KEY = 24

@@ -61,6 +61,7 @@ _S_iiU = _StructFormat('>ii16s')
 class Listener(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class AddRaftVoterRequest(_Message):
 
     __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'timeout_ms': (0, None), 'voter_id': (0, None), 'voter_directory_id': (0, None), 'listeners': (0, None)}
     NAME = 'AddRaftVoterRequest'
     SPEC_TYPE = 'request'
     API_KEY = 80

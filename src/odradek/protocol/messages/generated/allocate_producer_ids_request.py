@@ -62,6 +62,7 @@ class AllocateProducerIdsRequest(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None)}
     NAME = 'AllocateProducerIdsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 67

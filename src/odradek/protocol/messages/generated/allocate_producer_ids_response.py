@@ -62,6 +62,7 @@ class AllocateProducerIdsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'producer_id_start': (0, None), 'producer_id_len': (0, None)}
     NAME = 'AllocateProducerIdsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 67

@@ -61,6 +61,7 @@ _S_z = _StructFormat('>?')
 class EntryData(_Struct):
     __slots__ = ('entity', 'ops', 'unknown_tagged_fields')
     _FIELDS = ('entity', 'ops')
+    _FIELD_VERSIONS = {'entity': (0, None), 'ops': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class EntryData(_Struct):
 class EntityData(_Struct):
     __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
     _FIELDS = ('entity_type', 'entity_name')
+    _FIELD_VERSIONS = {'entity_type': (0, None), 'entity_name': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class EntityData(_Struct):
 class OpData(_Struct):
     __slots__ = ('key', 'value', 'remove', 'unknown_tagged_fields')
     _FIELDS = ('key', 'value', 'remove')
+    _FIELD_VERSIONS = {'key': (0, None), 'value': (0, None), 'remove': (0, None)}
 
     def __init__(
         self,
@@ -113,6 +116,7 @@ class AlterClientQuotasRequest(_Message):
 
     __slots__ = ('entries', 'validate_only', 'unknown_tagged_fields')
     _FIELDS = ('entries', 'validate_only')
+    _FIELD_VERSIONS = {'entries': (0, None), 'validate_only': (0, None)}
     NAME = 'AlterClientQuotasRequest'
     SPEC_TYPE = 'request'
     API_KEY = 49

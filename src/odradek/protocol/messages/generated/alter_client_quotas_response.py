@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class EntryData(_Struct):
     __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'entity')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'entity': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class EntryData(_Struct):
 class EntityData(_Struct):
     __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
     _FIELDS = ('entity_type', 'entity_name')
+    _FIELD_VERSIONS = {'entity_type': (0, None), 'entity_name': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class AlterClientQuotasResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'entries')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'entries': (0, None)}
     NAME = 'AlterClientQuotasResponse'
     SPEC_TYPE = 'response'
     API_KEY = 49

@@ -61,6 +61,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class ReassignableTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class ReassignableTopic(_Struct):
 class ReassignablePartition(_Struct):
     __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'replicas')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'replicas': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class AlterPartitionReassignmentsRequest(_Message):
 
     __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('timeout_ms', 'topics')
+    _FIELD_VERSIONS = {'timeout_ms': (0, None), 'topics': (0, None)}
     NAME = 'AlterPartitionReassignmentsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 45

@@ -60,6 +60,7 @@ _S_ih = _StructFormat('>ih')
 class ReassignableTopicResponse(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class ReassignableTopicResponse(_Struct):
 class ReassignablePartitionResponse(_Struct):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -96,6 +98,7 @@ class AlterPartitionReassignmentsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'responses': (0, None)}
     NAME = 'AlterPartitionReassignmentsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 45

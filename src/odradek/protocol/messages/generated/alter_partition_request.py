@@ -64,6 +64,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (2, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'leader_epoch': (0, None), 'new_isr': (0, 2), 'new_isr_with_epochs': (3, None), 'leader_recovery_state': (1, None), 'partition_epoch': (0, None)}
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class PartitionData(_Struct):
 class BrokerState(_Struct):
     __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch')
+    _FIELD_VERSIONS = {'broker_id': (3, None), 'broker_epoch': (3, None)}
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class AlterPartitionRequest(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'topics')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None), 'topics': (0, None)}
     NAME = 'AlterPartitionRequest'
     SPEC_TYPE = 'request'
     API_KEY = 56

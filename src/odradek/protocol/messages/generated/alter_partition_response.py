@@ -64,6 +64,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (2, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'leader_id': (0, None), 'leader_epoch': (0, None), 'isr': (0, None), 'leader_recovery_state': (1, None), 'partition_epoch': (0, None)}
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class AlterPartitionResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'topics': (0, None)}
     NAME = 'AlterPartitionResponse'
     SPEC_TYPE = 'response'
     API_KEY = 56

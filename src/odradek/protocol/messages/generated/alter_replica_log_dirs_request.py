@@ -60,6 +60,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class AlterReplicaLogDir(_Struct):
     __slots__ = ('path', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('path', 'topics')
+    _FIELD_VERSIONS = {'path': (0, None), 'topics': (0, None)}
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class AlterReplicaLogDir(_Struct):
 class AlterReplicaLogDirTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class AlterReplicaLogDirsRequest(_Message):
 
     __slots__ = ('dirs', 'unknown_tagged_fields')
     _FIELDS = ('dirs',)
+    _FIELD_VERSIONS = {'dirs': (0, None)}
     NAME = 'AlterReplicaLogDirsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 34

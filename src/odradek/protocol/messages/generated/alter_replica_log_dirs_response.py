@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class AlterReplicaLogDirTopicResult(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class AlterReplicaLogDirTopicResult(_Struct):
 class AlterReplicaLogDirPartitionResult(_Struct):
     __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class AlterReplicaLogDirsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'results': (0, None)}
     NAME = 'AlterReplicaLogDirsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 34

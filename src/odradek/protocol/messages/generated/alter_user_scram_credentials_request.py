@@ -61,6 +61,7 @@ _S_bi = _StructFormat('>bi')
 class ScramCredentialDeletion(_Struct):
     __slots__ = ('name', 'mechanism', 'unknown_tagged_fields')
     _FIELDS = ('name', 'mechanism')
+    _FIELD_VERSIONS = {'name': (0, None), 'mechanism': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class ScramCredentialDeletion(_Struct):
 class ScramCredentialUpsertion(_Struct):
     __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields')
     _FIELDS = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
+    _FIELD_VERSIONS = {'name': (0, None), 'mechanism': (0, None), 'iterations': (0, None), 'salt': (0, None), 'salted_password': (0, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class AlterUserScramCredentialsRequest(_Message):
 
     __slots__ = ('deletions', 'upsertions', 'unknown_tagged_fields')
     _FIELDS = ('deletions', 'upsertions')
+    _FIELD_VERSIONS = {'deletions': (0, None), 'upsertions': (0, None)}
     NAME = 'AlterUserScramCredentialsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 51

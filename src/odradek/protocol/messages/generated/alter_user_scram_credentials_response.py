@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class AlterUserScramCredentialsResult(_Struct):
     __slots__ = ('user', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('user', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'user': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class AlterUserScramCredentialsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'results': (0, None)}
     NAME = 'AlterUserScramCredentialsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 51

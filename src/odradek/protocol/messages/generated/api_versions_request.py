@@ -61,6 +61,7 @@ class ApiVersionsRequest(_Message):
 
     __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
     _FIELDS = ('client_software_name', 'client_software_version')
+    _FIELD_VERSIONS = {'client_software_name': (3, None), 'client_software_version': (3, None)}
     NAME = 'ApiVersionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 18

@@ -66,6 +66,7 @@ _TAGS_0_1_2_3 = frozenset((0, 1, 2, 3))
 class ApiVersion(_Struct):
     __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
     _FIELDS = ('api_key', 'min_version', 'max_version')
+    _FIELD_VERSIONS = {'api_key': (0, None), 'min_version': (0, None), 'max_version': (0, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class ApiVersion(_Struct):
 class SupportedFeatureKey(_Struct):
     __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields')
     _FIELDS = ('name', 'min_version', 'max_version')
+    _FIELD_VERSIONS = {'name': (3, None), 'min_version': (3, None), 'max_version': (3, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class SupportedFeatureKey(_Struct):
 class FinalizedFeatureKey(_Struct):
     __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields')
     _FIELDS = ('name', 'max_version_level', 'min_version_level')
+    _FIELD_VERSIONS = {'name': (3, None), 'max_version_level': (3, None), 'min_version_level': (3, None)}
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class ApiVersionsResponse(_Message):
 
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'api_keys': (0, None), 'throttle_time_ms': (1, None), 'supported_features': (3, None), 'finalized_features_epoch': (3, None), 'finalized_features': (3, None), 'zk_migration_ready': (3, None)}
     NAME = 'ApiVersionsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 18

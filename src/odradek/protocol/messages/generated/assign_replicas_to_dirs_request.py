@@ -62,6 +62,7 @@ _S_iq = _StructFormat('>iq')
 class DirectoryData(_Struct):
     __slots__ = ('id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('id', 'topics')
+    _FIELD_VERSIONS = {'id': (0, None), 'topics': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class DirectoryData(_Struct):
 class TopicData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'unknown_tagged_fields')
     _FIELDS = ('partition_index',)
+    _FIELD_VERSIONS = {'partition_index': (0, None)}
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class AssignReplicasToDirsRequest(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'directories', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'directories')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None), 'directories': (0, None)}
     NAME = 'AssignReplicasToDirsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 73

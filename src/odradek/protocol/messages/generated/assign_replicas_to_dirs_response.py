@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class DirectoryData(_Struct):
     __slots__ = ('id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('id', 'topics')
+    _FIELD_VERSIONS = {'id': (0, None), 'topics': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class DirectoryData(_Struct):
 class TopicData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class AssignReplicasToDirsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'directories')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'directories': (0, None)}
     NAME = 'AssignReplicasToDirsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 73

@@ -63,6 +63,7 @@ _S_iii = _StructFormat('>iii')
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'voter_directory_id': (1, None), 'leader_id': (0, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class PartitionData(_Struct):
 class LeaderEndpoint(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (1, None), 'host': (1, None), 'port': (1, None)}
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class BeginQuorumEpochRequest(_Message):
 
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'voter_id': (1, None), 'topics': (0, None), 'leader_endpoints': (1, None)}
     NAME = 'BeginQuorumEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 53

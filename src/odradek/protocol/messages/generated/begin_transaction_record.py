@@ -62,6 +62,7 @@ class BeginTransactionRecord(_Message):
 
     __slots__ = ('name', 'unknown_tagged_fields')
     _FIELDS = ('name',)
+    _FIELD_VERSIONS = {'name': (0, None)}
     NAME = 'BeginTransactionRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 23

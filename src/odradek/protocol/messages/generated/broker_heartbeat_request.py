@@ -63,6 +63,7 @@ class BrokerHeartbeatRequest(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None), 'current_metadata_offset': (0, None), 'want_fence': (0, None), 'want_shut_down': (0, None), 'offline_log_dirs': (1, None)}
     NAME = 'BrokerHeartbeatRequest'
     SPEC_TYPE = 'request'
     API_KEY = 63

@@ -62,6 +62,7 @@ class BrokerHeartbeatResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'is_caught_up': (0, None), 'is_fenced': (0, None), 'should_shut_down': (0, None)}
     NAME = 'BrokerHeartbeatResponse'
     SPEC_TYPE = 'response'
     API_KEY = 63

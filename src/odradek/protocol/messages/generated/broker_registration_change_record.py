@@ -66,6 +66,7 @@ class BrokerRegistrationChangeRecord(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None), 'fenced': (0, None), 'in_controlled_shutdown': (1, None), 'log_dirs': (2, None)}
     NAME = 'BrokerRegistrationChangeRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 17

@@ -65,6 +65,7 @@ _S_z = _StructFormat('>?')
 class Listener(_Struct):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port', 'security_protocol')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None), 'security_protocol': (0, None)}
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class Listener(_Struct):
 class Feature(_Struct):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
     _FIELDS = ('name', 'min_supported_version', 'max_supported_version')
+    _FIELD_VERSIONS = {'name': (0, None), 'min_supported_version': (0, None), 'max_supported_version': (0, None)}
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class BrokerRegistrationRequest(_Message):
 
     __slots__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'cluster_id': (0, None), 'incarnation_id': (0, None), 'listeners': (0, None), 'features': (0, None), 'rack': (0, None), 'is_migrating_zk_broker': (1, None), 'log_dirs': (2, None), 'previous_broker_epoch': (3, None)}
     NAME = 'BrokerRegistrationRequest'
     SPEC_TYPE = 'request'
     API_KEY = 62

@@ -62,6 +62,7 @@ class BrokerRegistrationResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'broker_epoch', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'broker_epoch')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'broker_epoch': (0, None)}
     NAME = 'BrokerRegistrationResponse'
     SPEC_TYPE = 'response'
     API_KEY = 62

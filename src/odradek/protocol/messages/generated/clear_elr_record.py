@@ -61,6 +61,7 @@ class ClearElrRecord(_Message):
 
     __slots__ = ('topic_name', 'unknown_tagged_fields')
     _FIELDS = ('topic_name',)
+    _FIELD_VERSIONS = {'topic_name': (0, None)}
     NAME = 'ClearElrRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 28

@@ -60,6 +60,7 @@ _S_dz = _StructFormat('>d?')
 class EntityData(_Struct):
     __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
     _FIELDS = ('entity_type', 'entity_name')
+    _FIELD_VERSIONS = {'entity_type': (0, None), 'entity_name': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class ClientQuotaRecord(_Message):
 
     __slots__ = ('entity', 'key', 'value', 'remove', 'unknown_tagged_fields')
     _FIELDS = ('entity', 'key', 'value', 'remove')
+    _FIELD_VERSIONS = {'entity': (0, None), 'key': (0, None), 'value': (0, None), 'remove': (0, None)}
     NAME = 'ClientQuotaRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 14

@@ -62,6 +62,7 @@ class ConfigRecord(_Message):
 
     __slots__ = ('resource_type', 'resource_name', 'name', 'value', 'unknown_tagged_fields')
     _FIELDS = ('resource_type', 'resource_name', 'name', 'value')
+    _FIELD_VERSIONS = {'resource_type': (0, None), 'resource_name': (0, None), 'name': (0, None), 'value': (0, None)}
     NAME = 'ConfigRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 4

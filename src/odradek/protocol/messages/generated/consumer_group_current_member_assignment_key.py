@@ -61,6 +61,7 @@ class ConsumerGroupCurrentMemberAssignmentKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (8, 8), 'member_id': (8, 8)}
     NAME = 'ConsumerGroupCurrentMemberAssignmentKey'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class ConsumerGroupDescribeRequest(_Message):
 
     __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('group_ids', 'include_authorized_operations')
+    _FIELD_VERSIONS = {'group_ids': (0, None), 'include_authorized_operations': (0, None)}
     NAME = 'ConsumerGroupDescribeRequest'
     SPEC_TYPE = 'request'
     API_KEY = 69

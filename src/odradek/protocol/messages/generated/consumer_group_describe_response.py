@@ -65,6 +65,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class DescribedGroup(_Struct):
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'group_id': (0, None), 'group_state': (0, None), 'group_epoch': (0, None), 'assignment_epoch': (0, None), 'assignor_name': (0, None), 'members': (0, None), 'authorized_operations': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +96,7 @@ class DescribedGroup(_Struct):
 class Member(_Struct):
     __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'instance_id': (0, None), 'rack_id': (0, None), 'member_epoch': (0, None), 'client_id': (0, None), 'client_host': (0, None), 'subscribed_topic_names': (0, None), 'subscribed_topic_regex': (0, None), 'assignment': (0, None), 'target_assignment': (0, None), 'member_type': (1, None)}
 
     def __init__(
         self,
@@ -129,6 +131,7 @@ class Member(_Struct):
 class TopicPartitions(_Struct):
     __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -147,6 +150,7 @@ class TopicPartitions(_Struct):
 class Assignment(_Struct):
     __slots__ = ('topic_partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_partitions',)
+    _FIELD_VERSIONS = {'topic_partitions': (0, None)}
 
     def __init__(
         self,
@@ -163,6 +167,7 @@ class ConsumerGroupDescribeResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'groups')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'groups': (0, None)}
     NAME = 'ConsumerGroupDescribeResponse'
     SPEC_TYPE = 'response'
     API_KEY = 69

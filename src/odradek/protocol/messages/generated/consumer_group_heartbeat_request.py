@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartitions(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class ConsumerGroupHeartbeatRequest(_Message):
 
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'member_id': (0, None), 'member_epoch': (0, None), 'instance_id': (0, None), 'rack_id': (0, None), 'rebalance_timeout_ms': (0, None), 'subscribed_topic_names': (0, None), 'subscribed_topic_regex': (1, None), 'server_assignor': (0, None), 'topic_partitions': (0, None)}
     NAME = 'ConsumerGroupHeartbeatRequest'
     SPEC_TYPE = 'request'
     API_KEY = 68

@@ -63,6 +63,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class Assignment(_Struct):
     __slots__ = ('topic_partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_partitions',)
+    _FIELD_VERSIONS = {'topic_partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class Assignment(_Struct):
 class TopicPartitions(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class ConsumerGroupHeartbeatResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'member_id': (0, None), 'member_epoch': (0, None), 'heartbeat_interval_ms': (0, None), 'assignment': (0, None)}
     NAME = 'ConsumerGroupHeartbeatResponse'
     SPEC_TYPE = 'response'
     API_KEY = 68

@@ -61,6 +61,7 @@ class ConsumerGroupMemberMetadataKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (5, 5), 'member_id': (5, 5)}
     NAME = 'ConsumerGroupMemberMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ _TAGS_0 = frozenset((0,))
 class ClassicMemberMetadata(_Struct):
     __slots__ = ('session_timeout_ms', 'supported_protocols', 'unknown_tagged_fields')
     _FIELDS = ('session_timeout_ms', 'supported_protocols')
+    _FIELD_VERSIONS = {'session_timeout_ms': (0, None), 'supported_protocols': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class ClassicMemberMetadata(_Struct):
 class ClassicProtocol(_Struct):
     __slots__ = ('name', 'metadata', 'unknown_tagged_fields')
     _FIELDS = ('name', 'metadata')
+    _FIELD_VERSIONS = {'name': (0, None), 'metadata': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class ConsumerGroupMemberMetadataValue(_Message):
 
     __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata', 'unknown_tagged_fields')
     _FIELDS = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata')
+    _FIELD_VERSIONS = {'instance_id': (0, None), 'rack_id': (0, None), 'client_id': (0, None), 'client_host': (0, None), 'subscribed_topic_names': (0, None), 'subscribed_topic_regex': (0, None), 'rebalance_timeout_ms': (0, None), 'server_assignor': (0, None), 'classic_member_metadata': (0, None)}
     NAME = 'ConsumerGroupMemberMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ class ConsumerGroupMetadataKey(_Message):
 
     __slots__ = ('group_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id',)
+    _FIELD_VERSIONS = {'group_id': (3, 3)}
     NAME = 'ConsumerGroupMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

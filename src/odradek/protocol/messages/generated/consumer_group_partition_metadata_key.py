@@ -61,6 +61,7 @@ class ConsumerGroupPartitionMetadataKey(_Message):
 
     __slots__ = ('group_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id',)
+    _FIELD_VERSIONS = {'group_id': (4, 4)}
     NAME = 'ConsumerGroupPartitionMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ class ConsumerGroupRegularExpressionKey(_Message):
 
     __slots__ = ('group_id', 'regular_expression', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'regular_expression')
+    _FIELD_VERSIONS = {'group_id': (16, 16), 'regular_expression': (16, 16)}
     NAME = 'ConsumerGroupRegularExpressionKey'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class ConsumerGroupRegularExpressionValue(_Message):
 
     __slots__ = ('topics', 'version', 'timestamp', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'version', 'timestamp')
+    _FIELD_VERSIONS = {'topics': (0, None), 'version': (0, None), 'timestamp': (0, None)}
     NAME = 'ConsumerGroupRegularExpressionValue'
     SPEC_TYPE = 'data'
     API_KEY = None

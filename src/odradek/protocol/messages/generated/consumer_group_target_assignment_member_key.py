@@ -61,6 +61,7 @@ class ConsumerGroupTargetAssignmentMemberKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (7, 7), 'member_id': (7, 7)}
     NAME = 'ConsumerGroupTargetAssignmentMemberKey'
     SPEC_TYPE = 'data'
     API_KEY = None

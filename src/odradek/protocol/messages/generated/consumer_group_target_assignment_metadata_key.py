@@ -61,6 +61,7 @@ class ConsumerGroupTargetAssignmentMetadataKey(_Message):
 
     __slots__ = ('group_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id',)
+    _FIELD_VERSIONS = {'group_id': (6, 6)}
     NAME = 'ConsumerGroupTargetAssignmentMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

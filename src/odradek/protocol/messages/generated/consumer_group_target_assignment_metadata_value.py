@@ -62,6 +62,7 @@ class ConsumerGroupTargetAssignmentMetadataValue(_Message):
 
     __slots__ = ('assignment_epoch', 'unknown_tagged_fields')
     _FIELDS = ('assignment_epoch',)
+    _FIELD_VERSIONS = {'assignment_epoch': (0, None)}
     NAME = 'ConsumerGroupTargetAssignmentMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -60,6 +60,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartition(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class ConsumerProtocolAssignment(_Message):
 
     __slots__ = ('assigned_partitions', 'user_data', 'unknown_tagged_fields')
     _FIELDS = ('assigned_partitions', 'user_data')
+    _FIELD_VERSIONS = {'assigned_partitions': (0, None), 'user_data': (0, None)}
     NAME = 'ConsumerProtocolAssignment'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartition(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (1, None), 'partitions': (1, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ConsumerProtocolSubscription(_Message):
 
     __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id')
+    _FIELD_VERSIONS = {'topics': (0, None), 'user_data': (0, None), 'owned_partitions': (1, None), 'generation_id': (2, None), 'rack_id': (3, None)}
     NAME = 'ConsumerProtocolSubscription'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ _S_iUz = _StructFormat('>i16s?')
 class Listener(_Struct):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port', 'security_protocol')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None), 'security_protocol': (0, None)}
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class Listener(_Struct):
 class Feature(_Struct):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
     _FIELDS = ('name', 'min_supported_version', 'max_supported_version')
+    _FIELD_VERSIONS = {'name': (0, None), 'min_supported_version': (0, None), 'max_supported_version': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class ControllerRegistrationRequest(_Message):
 
     __slots__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields')
     _FIELDS = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features')
+    _FIELD_VERSIONS = {'controller_id': (0, None), 'incarnation_id': (0, None), 'zk_migration_ready': (0, None), 'listeners': (0, None), 'features': (0, None)}
     NAME = 'ControllerRegistrationRequest'
     SPEC_TYPE = 'request'
     API_KEY = 70

@@ -62,6 +62,7 @@ class ControllerRegistrationResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
     NAME = 'ControllerRegistrationResponse'
     SPEC_TYPE = 'response'
     API_KEY = 70

@@ -61,6 +61,7 @@ _S_bb = _StructFormat('>bb')
 class AclCreation(_Struct):
     __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'resource_type': (0, None), 'resource_name': (0, None), 'resource_pattern_type': (1, None), 'principal': (0, None), 'host': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
 
     def __init__(
         self,
@@ -89,6 +90,7 @@ class CreateAclsRequest(_Message):
 
     __slots__ = ('creations', 'unknown_tagged_fields')
     _FIELDS = ('creations',)
+    _FIELD_VERSIONS = {'creations': (0, None)}
     NAME = 'CreateAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 30

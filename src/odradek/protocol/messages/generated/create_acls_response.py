@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class AclCreationResult(_Struct):
     __slots__ = ('error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class CreateAclsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'results': (0, None)}
     NAME = 'CreateAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 30

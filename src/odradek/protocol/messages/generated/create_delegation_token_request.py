@@ -60,6 +60,7 @@ _S_q = _StructFormat('>q')
 class CreatableRenewers(_Struct):
     __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
     _FIELDS = ('principal_type', 'principal_name')
+    _FIELD_VERSIONS = {'principal_type': (0, None), 'principal_name': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class CreateDelegationTokenRequest(_Message):
 
     __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields')
     _FIELDS = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms')
+    _FIELD_VERSIONS = {'owner_principal_type': (3, None), 'owner_principal_name': (3, None), 'renewers': (0, None), 'max_lifetime_ms': (0, None)}
     NAME = 'CreateDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 38

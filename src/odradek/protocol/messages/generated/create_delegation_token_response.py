@@ -64,6 +64,7 @@ class CreateDelegationTokenResponse(_Message):
 
     __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'principal_type': (0, None), 'principal_name': (0, None), 'token_requester_principal_type': (3, None), 'token_requester_principal_name': (3, None), 'issue_timestamp_ms': (0, None), 'expiry_timestamp_ms': (0, None), 'max_timestamp_ms': (0, None), 'token_id': (0, None), 'hmac': (0, None), 'throttle_time_ms': (0, None)}
     NAME = 'CreateDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 38

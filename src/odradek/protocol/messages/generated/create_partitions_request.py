@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class CreatePartitionsTopic(_Struct):
     __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields')
     _FIELDS = ('name', 'count', 'assignments')
+    _FIELD_VERSIONS = {'name': (0, None), 'count': (0, None), 'assignments': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class CreatePartitionsTopic(_Struct):
 class CreatePartitionsAssignment(_Struct):
     __slots__ = ('broker_ids', 'unknown_tagged_fields')
     _FIELDS = ('broker_ids',)
+    _FIELD_VERSIONS = {'broker_ids': (0, None)}
 
     def __init__(
         self,
@@ -96,6 +98,7 @@ class CreatePartitionsRequest(_Message):
 
     __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'timeout_ms', 'validate_only')
+    _FIELD_VERSIONS = {'topics': (0, None), 'timeout_ms': (0, None), 'validate_only': (0, None)}
     NAME = 'CreatePartitionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 37

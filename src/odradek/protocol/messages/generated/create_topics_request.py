@@ -63,6 +63,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class CreatableTopic(_Struct):
     __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields')
     _FIELDS = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
+    _FIELD_VERSIONS = {'name': (0, None), 'num_partitions': (0, None), 'replication_factor': (0, None), 'assignments': (0, None), 'configs': (0, None)}
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class CreatableTopic(_Struct):
 class CreatableReplicaAssignment(_Struct):
     __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'broker_ids')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'broker_ids': (0, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class CreatableReplicaAssignment(_Struct):
 class CreatableTopicConfig(_Struct):
     __slots__ = ('name', 'value', 'unknown_tagged_fields')
     _FIELDS = ('name', 'value')
+    _FIELD_VERSIONS = {'name': (0, None), 'value': (0, None)}
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class CreateTopicsRequest(_Message):
 
     __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'timeout_ms', 'validate_only')
+    _FIELD_VERSIONS = {'topics': (0, None), 'timeout_ms': (0, None), 'validate_only': (1, None)}
     NAME = 'CreateTopicsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 19

@@ -65,6 +65,7 @@ _TAGS_0 = frozenset((0,))
 class CreatableTopicResult(_Struct):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields')
     _FIELDS = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
+    _FIELD_VERSIONS = {'name': (0, None), 'topic_id': (7, None), 'error_code': (0, None), 'error_message': (1, None), 'topic_config_error_code': (5, None), 'num_partitions': (5, None), 'replication_factor': (5, None), 'configs': (5, None)}
 
     def __init__(
         self,
@@ -93,6 +94,7 @@ class CreatableTopicResult(_Struct):
 class CreatableTopicConfigs(_Struct):
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields')
     _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
+    _FIELD_VERSIONS = {'name': (5, None), 'value': (5, None), 'read_only': (5, None), 'config_source': (5, None), 'is_sensitive': (5, None)}
 
     def __init__(
         self,
@@ -117,6 +119,7 @@ class CreateTopicsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (2, None), 'topics': (0, None)}
     NAME = 'CreateTopicsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 19

@@ -62,6 +62,7 @@ class DefaultPrincipalData(_Message):
 
     __slots__ = ('type', 'name', 'token_authenticated', 'unknown_tagged_fields')
     _FIELDS = ('type', 'name', 'token_authenticated')
+    _FIELD_VERSIONS = {'type': (0, None), 'name': (0, None), 'token_authenticated': (0, None)}
     NAME = 'DefaultPrincipalData'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class DelegationTokenRecord(_Message):
 
     __slots__ = ('owner', 'requester', 'renewers', 'issue_timestamp', 'max_timestamp', 'expiration_timestamp', 'token_id', 'unknown_tagged_fields')
     _FIELDS = ('owner', 'requester', 'renewers', 'issue_timestamp', 'max_timestamp', 'expiration_timestamp', 'token_id')
+    _FIELD_VERSIONS = {'owner': (0, None), 'requester': (0, None), 'renewers': (0, None), 'issue_timestamp': (0, None), 'max_timestamp': (0, None), 'expiration_timestamp': (0, None), 'token_id': (0, None)}
     NAME = 'DelegationTokenRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 10

@@ -61,6 +61,7 @@ _S_bb = _StructFormat('>bb')
 class DeleteAclsFilter(_Struct):
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'resource_type_filter': (0, None), 'resource_name_filter': (0, None), 'pattern_type_filter': (1, None), 'principal_filter': (0, None), 'host_filter': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
 
     def __init__(
         self,
@@ -89,6 +90,7 @@ class DeleteAclsRequest(_Message):
 
     __slots__ = ('filters', 'unknown_tagged_fields')
     _FIELDS = ('filters',)
+    _FIELD_VERSIONS = {'filters': (0, None)}
     NAME = 'DeleteAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 31

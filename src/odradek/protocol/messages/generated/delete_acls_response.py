@@ -63,6 +63,7 @@ _S_i = _StructFormat('>i')
 class DeleteAclsFilterResult(_Struct):
     __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'matching_acls')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'matching_acls': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class DeleteAclsFilterResult(_Struct):
 class DeleteAclsMatchingAcl(_Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'resource_type': (0, None), 'resource_name': (0, None), 'pattern_type': (1, None), 'principal': (0, None), 'host': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
 
     def __init__(
         self,
@@ -113,6 +115,7 @@ class DeleteAclsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'filter_results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'filter_results': (0, None)}
     NAME = 'DeleteAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 31

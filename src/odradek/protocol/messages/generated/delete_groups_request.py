@@ -61,6 +61,7 @@ class DeleteGroupsRequest(_Message):
 
     __slots__ = ('groups_names', 'unknown_tagged_fields')
     _FIELDS = ('groups_names',)
+    _FIELD_VERSIONS = {'groups_names': (0, None)}
     NAME = 'DeleteGroupsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 42

@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class DeletableGroupResult(_Struct):
     __slots__ = ('group_id', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'error_code')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class DeleteGroupsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'results': (0, None)}
     NAME = 'DeleteGroupsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 42

@@ -61,6 +61,7 @@ _S_iq = _StructFormat('>iq')
 class DeleteRecordsTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class DeleteRecordsTopic(_Struct):
 class DeleteRecordsPartition(_Struct):
     __slots__ = ('partition_index', 'offset', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'offset')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'offset': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class DeleteRecordsRequest(_Message):
 
     __slots__ = ('topics', 'timeout_ms', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'timeout_ms')
+    _FIELD_VERSIONS = {'topics': (0, None), 'timeout_ms': (0, None)}
     NAME = 'DeleteRecordsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 21

@@ -61,6 +61,7 @@ _S_iqh = _StructFormat('>iqh')
 class DeleteRecordsTopicResult(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class DeleteRecordsTopicResult(_Struct):
 class DeleteRecordsPartitionResult(_Struct):
     __slots__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'low_watermark', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'low_watermark': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class DeleteRecordsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'topics': (0, None)}
     NAME = 'DeleteRecordsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 21

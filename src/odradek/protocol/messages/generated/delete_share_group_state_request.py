@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class DeleteStateData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class DeleteStateData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition', 'unknown_tagged_fields')
     _FIELDS = ('partition',)
+    _FIELD_VERSIONS = {'partition': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class DeleteShareGroupStateRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'topics': (0, None)}
     NAME = 'DeleteShareGroupStateRequest'
     SPEC_TYPE = 'request'
     API_KEY = 86

@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class DeleteTopicState(_Struct):
     __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
     _FIELDS = ('name', 'topic_id')
+    _FIELD_VERSIONS = {'name': (6, None), 'topic_id': (6, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class DeleteTopicsRequest(_Message):
 
     __slots__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'topic_names', 'timeout_ms')
+    _FIELD_VERSIONS = {'topics': (6, None), 'topic_names': (0, 5), 'timeout_ms': (0, None)}
     NAME = 'DeleteTopicsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 20

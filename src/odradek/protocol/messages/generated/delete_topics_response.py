@@ -62,6 +62,7 @@ _S_i = _StructFormat('>i')
 class DeletableTopicResult(_Struct):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('name', 'topic_id', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'name': (0, None), 'topic_id': (6, None), 'error_code': (0, None), 'error_message': (5, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class DeleteTopicsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'responses')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'responses': (0, None)}
     NAME = 'DeleteTopicsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 20

@@ -63,6 +63,7 @@ class DescribeAclsRequest(_Message):
 
     __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'resource_type_filter': (0, None), 'resource_name_filter': (0, None), 'pattern_type_filter': (1, None), 'principal_filter': (0, None), 'host_filter': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
     NAME = 'DescribeAclsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 29

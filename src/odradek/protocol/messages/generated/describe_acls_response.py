@@ -62,6 +62,7 @@ _S_ih = _StructFormat('>ih')
 class DescribeAclsResource(_Struct):
     __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields')
     _FIELDS = ('resource_type', 'resource_name', 'pattern_type', 'acls')
+    _FIELD_VERSIONS = {'resource_type': (0, None), 'resource_name': (0, None), 'pattern_type': (1, None), 'acls': (0, None)}
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class DescribeAclsResource(_Struct):
 class AclDescription(_Struct):
     __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
     _FIELDS = ('principal', 'host', 'operation', 'permission_type')
+    _FIELD_VERSIONS = {'principal': (0, None), 'host': (0, None), 'operation': (0, None), 'permission_type': (0, None)}
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class DescribeAclsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'resources': (0, None)}
     NAME = 'DescribeAclsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 29

@@ -61,6 +61,7 @@ _S_z = _StructFormat('>?')
 class ComponentData(_Struct):
     __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields')
     _FIELDS = ('entity_type', 'match_type', 'match')
+    _FIELD_VERSIONS = {'entity_type': (0, None), 'match_type': (0, None), 'match': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class DescribeClientQuotasRequest(_Message):
 
     __slots__ = ('components', 'strict', 'unknown_tagged_fields')
     _FIELDS = ('components', 'strict')
+    _FIELD_VERSIONS = {'components': (0, None), 'strict': (0, None)}
     NAME = 'DescribeClientQuotasRequest'
     SPEC_TYPE = 'request'
     API_KEY = 48

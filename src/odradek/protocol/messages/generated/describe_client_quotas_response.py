@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class EntryData(_Struct):
     __slots__ = ('entity', 'values', 'unknown_tagged_fields')
     _FIELDS = ('entity', 'values')
+    _FIELD_VERSIONS = {'entity': (0, None), 'values': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class EntryData(_Struct):
 class EntityData(_Struct):
     __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
     _FIELDS = ('entity_type', 'entity_name')
+    _FIELD_VERSIONS = {'entity_type': (0, None), 'entity_name': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class EntityData(_Struct):
 class ValueData(_Struct):
     __slots__ = ('key', 'value', 'unknown_tagged_fields')
     _FIELDS = ('key', 'value')
+    _FIELD_VERSIONS = {'key': (0, None), 'value': (0, None)}
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class DescribeClientQuotasResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'entries')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'entries': (0, None)}
     NAME = 'DescribeClientQuotasResponse'
     SPEC_TYPE = 'response'
     API_KEY = 48

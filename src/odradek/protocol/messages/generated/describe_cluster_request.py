@@ -64,6 +64,7 @@ class DescribeClusterRequest(_Message):
 
     __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', 'unknown_tagged_fields')
     _FIELDS = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
+    _FIELD_VERSIONS = {'include_cluster_authorized_operations': (0, None), 'endpoint_type': (1, None), 'include_fenced_brokers': (2, None)}
     NAME = 'DescribeClusterRequest'
     SPEC_TYPE = 'request'
     API_KEY = 60

@@ -63,6 +63,7 @@ _S_z = _StructFormat('>?')
 class DescribeClusterBroker(_Struct):
     __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'host': (0, None), 'port': (0, None), 'rack': (0, None), 'is_fenced': (2, None)}
 
     def __init__(
         self,
@@ -87,6 +88,7 @@ class DescribeClusterResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'endpoint_type': (1, None), 'cluster_id': (0, None), 'controller_id': (0, None), 'brokers': (0, None), 'cluster_authorized_operations': (0, None)}
     NAME = 'DescribeClusterResponse'
     SPEC_TYPE = 'response'
     API_KEY = 60

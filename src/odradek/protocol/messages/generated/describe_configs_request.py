@@ -62,6 +62,7 @@ _S_zz = _StructFormat('>??')
 class DescribeConfigsResource(_Struct):
     __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields')
     _FIELDS = ('resource_type', 'resource_name', 'configuration_keys')
+    _FIELD_VERSIONS = {'resource_type': (0, None), 'resource_name': (0, None), 'configuration_keys': (0, None)}
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class DescribeConfigsRequest(_Message):
 
     __slots__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields')
     _FIELDS = ('resources', 'include_synonyms', 'include_documentation')
+    _FIELD_VERSIONS = {'resources': (0, None), 'include_synonyms': (1, None), 'include_documentation': (3, None)}
     NAME = 'DescribeConfigsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 32

@@ -63,6 +63,7 @@ _S_zbz = _StructFormat('>?b?')
 class DescribeConfigsResult(_Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'resource_type': (0, None), 'resource_name': (0, None), 'configs': (0, None)}
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class DescribeConfigsResult(_Struct):
 class DescribeConfigsResourceResult(_Struct):
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
     _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
+    _FIELD_VERSIONS = {'name': (0, None), 'value': (0, None), 'read_only': (0, None), 'config_source': (1, None), 'is_sensitive': (0, None), 'synonyms': (1, None), 'config_type': (3, None), 'documentation': (3, None)}
 
     def __init__(
         self,
@@ -113,6 +115,7 @@ class DescribeConfigsResourceResult(_Struct):
 class DescribeConfigsSynonym(_Struct):
     __slots__ = ('name', 'value', 'source', 'unknown_tagged_fields')
     _FIELDS = ('name', 'value', 'source')
+    _FIELD_VERSIONS = {'name': (1, None), 'value': (1, None), 'source': (1, None)}
 
     def __init__(
         self,
@@ -133,6 +136,7 @@ class DescribeConfigsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'results': (0, None)}
     NAME = 'DescribeConfigsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 32

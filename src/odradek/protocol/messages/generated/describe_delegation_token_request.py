@@ -59,6 +59,7 @@ _new = object.__new__
 class DescribeDelegationTokenOwner(_Struct):
     __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
     _FIELDS = ('principal_type', 'principal_name')
+    _FIELD_VERSIONS = {'principal_type': (0, None), 'principal_name': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class DescribeDelegationTokenRequest(_Message):
 
     __slots__ = ('owners', 'unknown_tagged_fields')
     _FIELDS = ('owners',)
+    _FIELD_VERSIONS = {'owners': (0, None)}
     NAME = 'DescribeDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 41

@@ -62,6 +62,7 @@ _S_qqq = _StructFormat('>qqq')
 class DescribedDelegationToken(_Struct):
     __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields')
     _FIELDS = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers')
+    _FIELD_VERSIONS = {'principal_type': (0, None), 'principal_name': (0, None), 'token_requester_principal_type': (3, None), 'token_requester_principal_name': (3, None), 'issue_timestamp': (0, None), 'expiry_timestamp': (0, None), 'max_timestamp': (0, None), 'token_id': (0, None), 'hmac': (0, None), 'renewers': (0, None)}
 
     def __init__(
         self,
@@ -94,6 +95,7 @@ class DescribedDelegationToken(_Struct):
 class DescribedDelegationTokenRenewer(_Struct):
     __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
     _FIELDS = ('principal_type', 'principal_name')
+    _FIELD_VERSIONS = {'principal_type': (0, None), 'principal_name': (0, None)}
 
     def __init__(
         self,
@@ -112,6 +114,7 @@ class DescribeDelegationTokenResponse(_Message):
 
     __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'tokens', 'throttle_time_ms')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'tokens': (0, None), 'throttle_time_ms': (0, None)}
     NAME = 'DescribeDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 41

@@ -62,6 +62,7 @@ class DescribeGroupsRequest(_Message):
 
     __slots__ = ('groups', 'include_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('groups', 'include_authorized_operations')
+    _FIELD_VERSIONS = {'groups': (0, None), 'include_authorized_operations': (3, None)}
     NAME = 'DescribeGroupsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 15

@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class DescribedGroup(_Struct):
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (6, None), 'group_id': (0, None), 'group_state': (0, None), 'protocol_type': (0, None), 'protocol_data': (0, None), 'members': (0, None), 'authorized_operations': (3, None)}
 
     def __init__(
         self,
@@ -89,6 +90,7 @@ class DescribedGroup(_Struct):
 class DescribedGroupMember(_Struct):
     __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'group_instance_id': (4, None), 'client_id': (0, None), 'client_host': (0, None), 'member_metadata': (0, None), 'member_assignment': (0, None)}
 
     def __init__(
         self,
@@ -115,6 +117,7 @@ class DescribeGroupsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'groups')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'groups': (0, None)}
     NAME = 'DescribeGroupsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 15

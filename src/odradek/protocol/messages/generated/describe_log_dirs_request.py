@@ -60,6 +60,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class DescribableLogDirTopic(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class DescribeLogDirsRequest(_Message):
 
     __slots__ = ('topics', 'unknown_tagged_fields')
     _FIELDS = ('topics',)
+    _FIELD_VERSIONS = {'topics': (0, None)}
     NAME = 'DescribeLogDirsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 35

@@ -64,6 +64,7 @@ _S_qq = _StructFormat('>qq')
 class DescribeLogDirsResult(_Struct):
     __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'log_dir': (0, None), 'topics': (0, None), 'total_bytes': (4, None), 'usable_bytes': (4, None)}
 
     def __init__(
         self,
@@ -86,6 +87,7 @@ class DescribeLogDirsResult(_Struct):
 class DescribeLogDirsTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class DescribeLogDirsTopic(_Struct):
 class DescribeLogDirsPartition(_Struct):
     __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'partition_size': (0, None), 'offset_lag': (0, None), 'is_future_key': (0, None)}
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class DescribeLogDirsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (3, None), 'results': (0, None)}
     NAME = 'DescribeLogDirsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 35

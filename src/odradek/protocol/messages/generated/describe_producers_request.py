@@ -60,6 +60,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicRequest(_Struct):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_indexes')
+    _FIELD_VERSIONS = {'name': (0, None), 'partition_indexes': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class DescribeProducersRequest(_Message):
 
     __slots__ = ('topics', 'unknown_tagged_fields')
     _FIELDS = ('topics',)
+    _FIELD_VERSIONS = {'topics': (0, None)}
     NAME = 'DescribeProducersRequest'
     SPEC_TYPE = 'request'
     API_KEY = 61

@@ -62,6 +62,7 @@ _S_qiiqiq = _StructFormat('>qiiqiq')
 class TopicResponse(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class TopicResponse(_Struct):
 class PartitionResponse(_Struct):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'error_message', 'active_producers')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'active_producers': (0, None)}
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class PartitionResponse(_Struct):
 class ProducerState(_Struct):
     __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tagged_fields')
     _FIELDS = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset')
+    _FIELD_VERSIONS = {'producer_id': (0, None), 'producer_epoch': (0, None), 'last_sequence': (0, None), 'last_timestamp': (0, None), 'coordinator_epoch': (0, None), 'current_txn_start_offset': (0, None)}
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class DescribeProducersResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'topics': (0, None)}
     NAME = 'DescribeProducersResponse'
     SPEC_TYPE = 'response'
     API_KEY = 61

@@ -60,6 +60,7 @@ _S_i = _StructFormat('>i')
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'unknown_tagged_fields')
     _FIELDS = ('partition_index',)
+    _FIELD_VERSIONS = {'partition_index': (0, None)}
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class DescribeQuorumRequest(_Message):
 
     __slots__ = ('topics', 'unknown_tagged_fields')
     _FIELDS = ('topics',)
+    _FIELD_VERSIONS = {'topics': (0, None)}
     NAME = 'DescribeQuorumRequest'
     SPEC_TYPE = 'request'
     API_KEY = 55

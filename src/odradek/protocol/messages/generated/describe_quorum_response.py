@@ -68,6 +68,7 @@ _S_iqqq = _StructFormat('>iqqq')
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'error_message': (2, None), 'leader_id': (0, None), 'leader_epoch': (0, None), 'high_watermark': (0, None), 'current_voters': (0, None), 'observers': (0, None)}
 
     def __init__(
         self,
@@ -112,6 +114,7 @@ class PartitionData(_Struct):
 class Node(_Struct):
     __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'listeners')
+    _FIELD_VERSIONS = {'node_id': (2, None), 'listeners': (2, None)}
 
     def __init__(
         self,
@@ -128,6 +131,7 @@ class Node(_Struct):
 class Listener(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (2, None), 'host': (2, None), 'port': (2, None)}
 
     def __init__(
         self,
@@ -146,6 +150,7 @@ class Listener(_Struct):
 class ReplicaState(_Struct):
     __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
     _FIELDS = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
+    _FIELD_VERSIONS = {'replica_id': (0, None), 'replica_directory_id': (2, None), 'log_end_offset': (0, None), 'last_fetch_timestamp': (1, None), 'last_caught_up_timestamp': (1, None)}
 
     def __init__(
         self,
@@ -170,6 +175,7 @@ class DescribeQuorumResponse(_Message):
 
     __slots__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'topics', 'nodes')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (2, None), 'topics': (0, None), 'nodes': (2, None)}
     NAME = 'DescribeQuorumResponse'
     SPEC_TYPE = 'response'
     API_KEY = 55

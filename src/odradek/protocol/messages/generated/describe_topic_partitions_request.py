@@ -60,6 +60,7 @@ _S_i = _StructFormat('>i')
 class TopicRequest(_Struct):
     __slots__ = ('name', 'unknown_tagged_fields')
     _FIELDS = ('name',)
+    _FIELD_VERSIONS = {'name': (0, None)}
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class TopicRequest(_Struct):
 class Cursor(_Struct):
     __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partition_index')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partition_index': (0, None)}
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class DescribeTopicPartitionsRequest(_Message):
 
     __slots__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'response_partition_limit', 'cursor')
+    _FIELD_VERSIONS = {'topics': (0, None), 'response_partition_limit': (0, None), 'cursor': (0, None)}
     NAME = 'DescribeTopicPartitionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 75

@@ -64,6 +64,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class DescribeTopicPartitionsResponseTopic(_Struct):
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'name': (0, None), 'topic_id': (0, None), 'is_internal': (0, None), 'partitions': (0, None), 'topic_authorized_operations': (0, None)}
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class DescribeTopicPartitionsResponseTopic(_Struct):
 class DescribeTopicPartitionsResponsePartition(_Struct):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'partition_index': (0, None), 'leader_id': (0, None), 'leader_epoch': (0, None), 'replica_nodes': (0, None), 'isr_nodes': (0, None), 'eligible_leader_replicas': (0, None), 'last_known_elr': (0, None), 'offline_replicas': (0, None)}
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class DescribeTopicPartitionsResponsePartition(_Struct):
 class Cursor(_Struct):
     __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partition_index')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partition_index': (0, None)}
 
     def __init__(
         self,
@@ -136,6 +139,7 @@ class DescribeTopicPartitionsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics', 'next_cursor')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'topics': (0, None), 'next_cursor': (0, None)}
     NAME = 'DescribeTopicPartitionsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 75

@@ -61,6 +61,7 @@ class DescribeTransactionsRequest(_Message):
 
     __slots__ = ('transactional_ids', 'unknown_tagged_fields')
     _FIELDS = ('transactional_ids',)
+    _FIELD_VERSIONS = {'transactional_ids': (0, None)}
     NAME = 'DescribeTransactionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 65

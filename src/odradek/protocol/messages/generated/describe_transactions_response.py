@@ -63,6 +63,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TransactionState(_Struct):
     __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'transactional_id': (0, None), 'transaction_state': (0, None), 'transaction_timeout_ms': (0, None), 'transaction_start_time_ms': (0, None), 'producer_id': (0, None), 'producer_epoch': (0, None), 'topics': (0, None)}
 
     def __init__(
         self,
@@ -91,6 +92,7 @@ class TransactionState(_Struct):
 class TopicData(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -109,6 +111,7 @@ class DescribeTransactionsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'transaction_states', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'transaction_states')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'transaction_states': (0, None)}
     NAME = 'DescribeTransactionsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 65

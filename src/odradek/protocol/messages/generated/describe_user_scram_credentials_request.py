@@ -59,6 +59,7 @@ _new = object.__new__
 class UserName(_Struct):
     __slots__ = ('name', 'unknown_tagged_fields')
     _FIELDS = ('name',)
+    _FIELD_VERSIONS = {'name': (0, None)}
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class DescribeUserScramCredentialsRequest(_Message):
 
     __slots__ = ('users', 'unknown_tagged_fields')
     _FIELDS = ('users',)
+    _FIELD_VERSIONS = {'users': (0, None)}
     NAME = 'DescribeUserScramCredentialsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 50

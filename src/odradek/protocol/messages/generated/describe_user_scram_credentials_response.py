@@ -62,6 +62,7 @@ _S_ih = _StructFormat('>ih')
 class DescribeUserScramCredentialsResult(_Struct):
     __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields')
     _FIELDS = ('user', 'error_code', 'error_message', 'credential_infos')
+    _FIELD_VERSIONS = {'user': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'credential_infos': (0, None)}
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class DescribeUserScramCredentialsResult(_Struct):
 class CredentialInfo(_Struct):
     __slots__ = ('mechanism', 'iterations', 'unknown_tagged_fields')
     _FIELDS = ('mechanism', 'iterations')
+    _FIELD_VERSIONS = {'mechanism': (0, None), 'iterations': (0, None)}
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class DescribeUserScramCredentialsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'results': (0, None)}
     NAME = 'DescribeUserScramCredentialsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 50

@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartitions(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class ElectLeadersRequest(_Message):
 
     __slots__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields')
     _FIELDS = ('election_type', 'topic_partitions', 'timeout_ms')
+    _FIELD_VERSIONS = {'election_type': (1, None), 'topic_partitions': (0, None), 'timeout_ms': (0, None)}
     NAME = 'ElectLeadersRequest'
     SPEC_TYPE = 'request'
     API_KEY = 43

@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class ReplicaElectionResult(_Struct):
     __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partition_result')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partition_result': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class ReplicaElectionResult(_Struct):
 class PartitionResult(_Struct):
     __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('partition_id', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'partition_id': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class ElectLeadersResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'replica_election_results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (1, None), 'replica_election_results': (0, None)}
     NAME = 'ElectLeadersResponse'
     SPEC_TYPE = 'response'
     API_KEY = 43

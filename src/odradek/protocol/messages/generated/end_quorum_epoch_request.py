@@ -63,6 +63,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'leader_id': (0, None), 'leader_epoch': (0, None), 'preferred_successors': (0, 0), 'preferred_candidates': (1, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class PartitionData(_Struct):
 class ReplicaInfo(_Struct):
     __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields')
     _FIELDS = ('candidate_id', 'candidate_directory_id')
+    _FIELD_VERSIONS = {'candidate_id': (1, None), 'candidate_directory_id': (1, None)}
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class ReplicaInfo(_Struct):
 class LeaderEndpoint(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (1, None), 'host': (1, None), 'port': (1, None)}
 
     def __init__(
         self,
@@ -137,6 +141,7 @@ class EndQuorumEpochRequest(_Message):
 
     __slots__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'topics', 'leader_endpoints')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'topics': (0, None), 'leader_endpoints': (1, None)}
     NAME = 'EndQuorumEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 54

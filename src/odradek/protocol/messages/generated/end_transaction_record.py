@@ -61,6 +61,7 @@ class EndTransactionRecord(_Message):
 
     __slots__ = ('unknown_tagged_fields',)
     _FIELDS = ()
+    _FIELD_VERSIONS = {}
     NAME = 'EndTransactionRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 24

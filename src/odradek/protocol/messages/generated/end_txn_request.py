@@ -62,6 +62,7 @@ class EndTxnRequest(_Message):
 
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
+    _FIELD_VERSIONS = {'transactional_id': (0, None), 'producer_id': (0, None), 'producer_epoch': (0, None), 'committed': (0, None)}
     NAME = 'EndTxnRequest'
     SPEC_TYPE = 'request'
     API_KEY = 26

@@ -63,6 +63,7 @@ class EndTxnResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'producer_id': (5, None), 'producer_epoch': (5, None)}
     NAME = 'EndTxnResponse'
     SPEC_TYPE = 'response'
     API_KEY = 26

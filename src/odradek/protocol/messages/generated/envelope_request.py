@@ -61,6 +61,7 @@ class EnvelopeRequest(_Message):
 
     __slots__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields')
     _FIELDS = ('request_data', 'request_principal', 'client_host_address')
+    _FIELD_VERSIONS = {'request_data': (0, None), 'request_principal': (0, None), 'client_host_address': (0, None)}
     NAME = 'EnvelopeRequest'
     SPEC_TYPE = 'request'
     API_KEY = 58

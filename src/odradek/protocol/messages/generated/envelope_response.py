@@ -62,6 +62,7 @@ class EnvelopeResponse(_Message):
 
     __slots__ = ('response_data', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('response_data', 'error_code')
+    _FIELD_VERSIONS = {'response_data': (0, None), 'error_code': (0, None)}
     NAME = 'EnvelopeResponse'
     SPEC_TYPE = 'response'
     API_KEY = 58

@@ -62,6 +62,7 @@ class ExpireDelegationTokenRequest(_Message):
 
     __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields')
     _FIELDS = ('hmac', 'expiry_time_period_ms')
+    _FIELD_VERSIONS = {'hmac': (0, None), 'expiry_time_period_ms': (0, None)}
     NAME = 'ExpireDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 40

@@ -62,6 +62,7 @@ class ExpireDelegationTokenResponse(_Message):
 
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'expiry_timestamp_ms': (0, None), 'throttle_time_ms': (0, None)}
     NAME = 'ExpireDelegationTokenResponse'
     SPEC_TYPE = 'response'
     API_KEY = 40

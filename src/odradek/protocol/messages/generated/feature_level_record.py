@@ -62,6 +62,7 @@ class FeatureLevelRecord(_Message):
 
     __slots__ = ('name', 'feature_level', 'unknown_tagged_fields')
     _FIELDS = ('name', 'feature_level')
+    _FIELD_VERSIONS = {'name': (0, None), 'feature_level': (0, None)}
     NAME = 'FeatureLevelRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 12

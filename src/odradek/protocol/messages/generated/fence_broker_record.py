@@ -62,6 +62,7 @@ class FenceBrokerRecord(_Message):
 
     __slots__ = ('id', 'epoch', 'unknown_tagged_fields')
     _FIELDS = ('id', 'epoch')
+    _FIELD_VERSIONS = {'id': (0, None), 'epoch': (0, None)}
     NAME = 'FenceBrokerRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 7

@@ -71,6 +71,7 @@ _TAGS_0_1 = frozenset((0, 1))
 class ReplicaState(_Struct):
     __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields')
     _FIELDS = ('replica_id', 'replica_epoch')
+    _FIELD_VERSIONS = {'replica_id': (15, None), 'replica_epoch': (15, None)}
 
     def __init__(
         self,
@@ -87,6 +88,7 @@ class ReplicaState(_Struct):
 class FetchTopic(_Struct):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, 12), 'topic_id': (13, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class FetchTopic(_Struct):
 class FetchPartition(_Struct):
     __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id')
+    _FIELD_VERSIONS = {'partition': (0, None), 'current_leader_epoch': (9, None), 'fetch_offset': (0, None), 'last_fetched_epoch': (12, None), 'log_start_offset': (5, None), 'partition_max_bytes': (0, None), 'replica_directory_id': (17, None)}
 
     def __init__(
         self,
@@ -131,6 +134,7 @@ class FetchPartition(_Struct):
 class ForgottenTopic(_Struct):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic': (7, 12), 'topic_id': (13, None), 'partitions': (7, None)}
 
     def __init__(
         self,
@@ -151,6 +155,7 @@ class FetchRequest(_Message):
 
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
+    _FIELD_VERSIONS = {'cluster_id': (12, None), 'replica_id': (0, 14), 'replica_state': (15, None), 'max_wait_ms': (0, None), 'min_bytes': (0, None), 'max_bytes': (3, None), 'isolation_level': (4, None), 'session_id': (7, None), 'session_epoch': (7, None), 'topics': (0, None), 'forgotten_topics_data': (7, None), 'rack_id': (11, None)}
     NAME = 'FetchRequest'
     SPEC_TYPE = 'request'
     API_KEY = 1

@@ -70,6 +70,7 @@ _TAGS_0_1_2 = frozenset((0, 1, 2))
 class FetchableTopicResponse(_Struct):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, 12), 'topic_id': (13, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class FetchableTopicResponse(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'high_watermark': (0, None), 'last_stable_offset': (4, None), 'log_start_offset': (5, None), 'diverging_epoch': (12, None), 'current_leader': (12, None), 'snapshot_id': (12, None), 'aborted_transactions': (4, None), 'preferred_read_replica': (11, None), 'records': (0, None)}
 
     def __init__(
         self,
@@ -122,6 +124,7 @@ class PartitionData(_Struct):
 class EpochEndOffset(_Struct):
     __slots__ = ('epoch', 'end_offset', 'unknown_tagged_fields')
     _FIELDS = ('epoch', 'end_offset')
+    _FIELD_VERSIONS = {'epoch': (12, None), 'end_offset': (12, None)}
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class EpochEndOffset(_Struct):
 class LeaderIdAndEpoch(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'leader_id': (12, None), 'leader_epoch': (12, None)}
 
     def __init__(
         self,
@@ -154,6 +158,7 @@ class LeaderIdAndEpoch(_Struct):
 class SnapshotId(_Struct):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
     _FIELDS = ('end_offset', 'epoch')
+    _FIELD_VERSIONS = {'end_offset': (0, None), 'epoch': (0, None)}
 
     def __init__(
         self,
@@ -170,6 +175,7 @@ class SnapshotId(_Struct):
 class AbortedTransaction(_Struct):
     __slots__ = ('producer_id', 'first_offset', 'unknown_tagged_fields')
     _FIELDS = ('producer_id', 'first_offset')
+    _FIELD_VERSIONS = {'producer_id': (4, None), 'first_offset': (4, None)}
 
     def __init__(
         self,
@@ -186,6 +192,7 @@ class AbortedTransaction(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port', 'rack')
+    _FIELD_VERSIONS = {'node_id': (16, None), 'host': (16, None), 'port': (16, None), 'rack': (16, None)}
 
     def __init__(
         self,
@@ -208,6 +215,7 @@ class FetchResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (7, None), 'session_id': (7, None), 'responses': (0, None), 'node_endpoints': (16, None)}
     NAME = 'FetchResponse'
     SPEC_TYPE = 'response'
     API_KEY = 1

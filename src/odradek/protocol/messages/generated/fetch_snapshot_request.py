@@ -63,6 +63,7 @@ _TAGS_0 = frozenset((0,))
 class TopicSnapshot(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TopicSnapshot(_Struct):
 class PartitionSnapshot(_Struct):
     __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id')
+    _FIELD_VERSIONS = {'partition': (0, None), 'current_leader_epoch': (0, None), 'snapshot_id': (0, None), 'position': (0, None), 'replica_directory_id': (1, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class PartitionSnapshot(_Struct):
 class SnapshotId(_Struct):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
     _FIELDS = ('end_offset', 'epoch')
+    _FIELD_VERSIONS = {'end_offset': (0, None), 'epoch': (0, None)}
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class FetchSnapshotRequest(_Message):
 
     __slots__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'replica_id', 'max_bytes', 'topics')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'replica_id': (0, None), 'max_bytes': (0, None), 'topics': (0, None)}
     NAME = 'FetchSnapshotRequest'
     SPEC_TYPE = 'request'
     API_KEY = 59

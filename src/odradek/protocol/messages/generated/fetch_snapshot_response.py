@@ -66,6 +66,7 @@ _TAGS_0 = frozenset((0,))
 class TopicSnapshot(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class TopicSnapshot(_Struct):
 class PartitionSnapshot(_Struct):
     __slots__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields')
     _FIELDS = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records')
+    _FIELD_VERSIONS = {'index': (0, None), 'error_code': (0, None), 'snapshot_id': (0, None), 'current_leader': (0, None), 'size': (0, None), 'position': (0, None), 'unaligned_records': (0, None)}
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class PartitionSnapshot(_Struct):
 class SnapshotId(_Struct):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
     _FIELDS = ('end_offset', 'epoch')
+    _FIELD_VERSIONS = {'end_offset': (0, None), 'epoch': (0, None)}
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class SnapshotId(_Struct):
 class LeaderIdAndEpoch(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'leader_id': (0, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -140,6 +144,7 @@ class LeaderIdAndEpoch(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port')
+    _FIELD_VERSIONS = {'node_id': (1, None), 'host': (1, None), 'port': (1, None)}
 
     def __init__(
         self,
@@ -160,6 +165,7 @@ class FetchSnapshotResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'topics': (0, None), 'node_endpoints': (1, None)}
     NAME = 'FetchSnapshotResponse'
     SPEC_TYPE = 'response'
     API_KEY = 59

@@ -62,6 +62,7 @@ class FindCoordinatorRequest(_Message):
 
     __slots__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields')
     _FIELDS = ('key', 'key_type', 'coordinator_keys')
+    _FIELD_VERSIONS = {'key': (0, 3), 'key_type': (1, None), 'coordinator_keys': (4, None)}
     NAME = 'FindCoordinatorRequest'
     SPEC_TYPE = 'request'
     API_KEY = 10

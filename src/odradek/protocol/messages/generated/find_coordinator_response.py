@@ -62,6 +62,7 @@ _S_ih = _StructFormat('>ih')
 class Coordinator(_Struct):
     __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'key': (4, None), 'node_id': (4, None), 'host': (4, None), 'port': (4, None), 'error_code': (4, None), 'error_message': (4, None)}
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class FindCoordinatorResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (0, 3), 'error_message': (1, 3), 'node_id': (0, 3), 'host': (0, 3), 'port': (0, 3), 'coordinators': (4, None)}
     NAME = 'FindCoordinatorResponse'
     SPEC_TYPE = 'response'
     API_KEY = 10

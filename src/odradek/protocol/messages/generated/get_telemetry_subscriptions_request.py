@@ -62,6 +62,7 @@ class GetTelemetrySubscriptionsRequest(_Message):
 
     __slots__ = ('client_instance_id', 'unknown_tagged_fields')
     _FIELDS = ('client_instance_id',)
+    _FIELD_VERSIONS = {'client_instance_id': (0, None)}
     NAME = 'GetTelemetrySubscriptionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 71

@@ -64,6 +64,7 @@ class GetTelemetrySubscriptionsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'client_instance_id': (0, None), 'subscription_id': (0, None), 'accepted_compression_types': (0, None), 'push_interval_ms': (0, None), 'telemetry_max_bytes': (0, None), 'delta_temporality': (0, None), 'requested_metrics': (0, None)}
     NAME = 'GetTelemetrySubscriptionsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 71

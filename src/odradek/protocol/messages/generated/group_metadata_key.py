@@ -61,6 +61,7 @@ class GroupMetadataKey(_Message):
 
     __slots__ = ('group', 'unknown_tagged_fields')
     _FIELDS = ('group',)
+    _FIELD_VERSIONS = {'group': (2, 2)}
     NAME = 'GroupMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

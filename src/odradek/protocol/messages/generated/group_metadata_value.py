@@ -62,6 +62,7 @@ _S_q = _StructFormat('>q')
 class MemberMetadata(_Struct):
     __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'group_instance_id': (3, None), 'client_id': (0, None), 'client_host': (0, None), 'rebalance_timeout': (1, None), 'session_timeout': (0, None), 'subscription': (0, None), 'assignment': (0, None)}
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class GroupMetadataValue(_Message):
 
     __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members', 'unknown_tagged_fields')
     _FIELDS = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members')
+    _FIELD_VERSIONS = {'protocol_type': (0, None), 'generation': (0, None), 'protocol': (0, None), 'leader': (0, None), 'current_state_timestamp': (2, None), 'members': (0, None)}
     NAME = 'GroupMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

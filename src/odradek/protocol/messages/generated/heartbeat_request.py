@@ -62,6 +62,7 @@ class HeartbeatRequest(_Message):
 
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'generation_id', 'member_id', 'group_instance_id')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'generation_id': (0, None), 'member_id': (0, None), 'group_instance_id': (3, None)}
     NAME = 'HeartbeatRequest'
     SPEC_TYPE = 'request'
     API_KEY = 12

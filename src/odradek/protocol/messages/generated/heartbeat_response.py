@@ -63,6 +63,7 @@ class HeartbeatResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (0, None)}
     NAME = 'HeartbeatResponse'
     SPEC_TYPE = 'response'
     API_KEY = 12

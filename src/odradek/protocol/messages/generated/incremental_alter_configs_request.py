@@ -61,6 +61,7 @@ _S_z = _StructFormat('>?')
 class AlterConfigsResource(_Struct):
     __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
     _FIELDS = ('resource_type', 'resource_name', 'configs')
+    _FIELD_VERSIONS = {'resource_type': (0, None), 'resource_name': (0, None), 'configs': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class AlterConfigsResource(_Struct):
 class AlterableConfig(_Struct):
     __slots__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields')
     _FIELDS = ('name', 'config_operation', 'value')
+    _FIELD_VERSIONS = {'name': (0, None), 'config_operation': (0, None), 'value': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class IncrementalAlterConfigsRequest(_Message):
 
     __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields')
     _FIELDS = ('resources', 'validate_only')
+    _FIELD_VERSIONS = {'resources': (0, None), 'validate_only': (0, None)}
     NAME = 'IncrementalAlterConfigsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 44

@@ -62,6 +62,7 @@ _S_i = _StructFormat('>i')
 class AlterConfigsResourceResponse(_Struct):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'resource_type', 'resource_name')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'resource_type': (0, None), 'resource_name': (0, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class IncrementalAlterConfigsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'responses')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'responses': (0, None)}
     NAME = 'IncrementalAlterConfigsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 44

@@ -63,6 +63,7 @@ class InitProducerIdRequest(_Message):
 
     __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch')
+    _FIELD_VERSIONS = {'transactional_id': (0, None), 'transaction_timeout_ms': (0, None), 'producer_id': (3, None), 'producer_epoch': (3, None)}
     NAME = 'InitProducerIdRequest'
     SPEC_TYPE = 'request'
     API_KEY = 22

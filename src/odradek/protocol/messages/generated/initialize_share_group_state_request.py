@@ -61,6 +61,7 @@ _S_iiq = _StructFormat('>iiq')
 class InitializeStateData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class InitializeStateData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'state_epoch', 'start_offset')
+    _FIELD_VERSIONS = {'partition': (0, None), 'state_epoch': (0, None), 'start_offset': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class InitializeShareGroupStateRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'topics': (0, None)}
     NAME = 'InitializeShareGroupStateRequest'
     SPEC_TYPE = 'request'
     API_KEY = 83

@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class InitializeStateResult(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class InitializeStateResult(_Struct):
 class PartitionResult(_Struct):
     __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'partition': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class InitializeShareGroupStateResponse(_Message):
 
     __slots__ = ('results', 'unknown_tagged_fields')
     _FIELDS = ('results',)
+    _FIELD_VERSIONS = {'results': (0, None)}
     NAME = 'InitializeShareGroupStateResponse'
     SPEC_TYPE = 'response'
     API_KEY = 83

@@ -60,6 +60,7 @@ _S_ii = _StructFormat('>ii')
 class JoinGroupRequestProtocol(_Struct):
     __slots__ = ('name', 'metadata', 'unknown_tagged_fields')
     _FIELDS = ('name', 'metadata')
+    _FIELD_VERSIONS = {'name': (0, None), 'metadata': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class JoinGroupRequest(_Message):
 
     __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'session_timeout_ms': (0, None), 'rebalance_timeout_ms': (1, None), 'member_id': (0, None), 'group_instance_id': (5, None), 'protocol_type': (0, None), 'protocols': (0, None), 'reason': (8, None)}
     NAME = 'JoinGroupRequest'
     SPEC_TYPE = 'request'
     API_KEY = 11

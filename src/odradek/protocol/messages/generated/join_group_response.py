@@ -61,6 +61,7 @@ _S_z = _StructFormat('>?')
 class JoinGroupResponseMember(_Struct):
     __slots__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'group_instance_id', 'metadata')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'group_instance_id': (5, None), 'metadata': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class JoinGroupResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members')
+    _FIELD_VERSIONS = {'throttle_time_ms': (2, None), 'error_code': (0, None), 'generation_id': (0, None), 'protocol_type': (7, None), 'protocol_name': (0, None), 'leader': (0, None), 'skip_assignment': (9, None), 'member_id': (0, None), 'members': (0, None)}
     NAME = 'JoinGroupResponse'
     SPEC_TYPE = 'response'
     API_KEY = 11

@@ -62,6 +62,7 @@ class KRaftVersionRecord(_Message):
 
     __slots__ = ('version', 'kraft_version', 'unknown_tagged_fields')
     _FIELDS = ('version', 'kraft_version')
+    _FIELD_VERSIONS = {'version': (0, None), 'kraft_version': (0, None)}
     NAME = 'KRaftVersionRecord'
     SPEC_TYPE = 'data'
     API_KEY = None

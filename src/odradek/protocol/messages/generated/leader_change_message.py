@@ -62,6 +62,7 @@ _S_iU = _StructFormat('>i16s')
 class Voter(_Struct):
     __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields')
     _FIELDS = ('voter_id', 'voter_directory_id')
+    _FIELD_VERSIONS = {'voter_id': (0, None), 'voter_directory_id': (1, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class LeaderChangeMessage(_Message):
 
     __slots__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields')
     _FIELDS = ('version', 'leader_id', 'voters', 'granting_voters')
+    _FIELD_VERSIONS = {'version': (0, None), 'leader_id': (0, None), 'voters': (0, None), 'granting_voters': (0, None)}
     NAME = 'LeaderChangeMessage'
     SPEC_TYPE = 'data'
     API_KEY = None

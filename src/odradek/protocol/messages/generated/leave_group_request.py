@@ -59,6 +59,7 @@ _new = object.__new__
 class MemberIdentity(_Struct):
     __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'group_instance_id', 'reason')
+    _FIELD_VERSIONS = {'member_id': (3, None), 'group_instance_id': (3, None), 'reason': (5, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class LeaveGroupRequest(_Message):
 
     __slots__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'members')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'member_id': (0, 2), 'members': (3, None)}
     NAME = 'LeaveGroupRequest'
     SPEC_TYPE = 'request'
     API_KEY = 13

@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class MemberResponse(_Struct):
     __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'group_instance_id', 'error_code')
+    _FIELD_VERSIONS = {'member_id': (3, None), 'group_instance_id': (3, None), 'error_code': (3, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class LeaveGroupResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'members')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (0, None), 'members': (3, None)}
     NAME = 'LeaveGroupResponse'
     SPEC_TYPE = 'response'
     API_KEY = 13

@@ -61,6 +61,7 @@ class ListClientMetricsResourcesRequest(_Message):
 
     __slots__ = ('unknown_tagged_fields',)
     _FIELDS = ()
+    _FIELD_VERSIONS = {}
     NAME = 'ListClientMetricsResourcesRequest'
     SPEC_TYPE = 'request'
     API_KEY = 74

@@ -60,6 +60,7 @@ _S_ih = _StructFormat('>ih')
 class ClientMetricsResource(_Struct):
     __slots__ = ('name', 'unknown_tagged_fields')
     _FIELDS = ('name',)
+    _FIELD_VERSIONS = {'name': (0, None)}
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class ListClientMetricsResourcesResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'client_metrics_resources', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'client_metrics_resources')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'client_metrics_resources': (0, None)}
     NAME = 'ListClientMetricsResourcesResponse'
     SPEC_TYPE = 'response'
     API_KEY = 74

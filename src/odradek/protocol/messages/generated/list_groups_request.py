@@ -61,6 +61,7 @@ class ListGroupsRequest(_Message):
 
     __slots__ = ('states_filter', 'types_filter', 'unknown_tagged_fields')
     _FIELDS = ('states_filter', 'types_filter')
+    _FIELD_VERSIONS = {'states_filter': (4, None), 'types_filter': (5, None)}
     NAME = 'ListGroupsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 16

@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class ListedGroup(_Struct):
     __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'protocol_type', 'group_state', 'group_type')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'protocol_type': (0, None), 'group_state': (4, None), 'group_type': (5, None)}
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class ListGroupsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'groups')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (0, None), 'groups': (0, None)}
     NAME = 'ListGroupsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 16

@@ -63,6 +63,7 @@ _S_iq = _StructFormat('>iq')
 class ListOffsetsTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ListOffsetsTopic(_Struct):
 class ListOffsetsPartition(_Struct):
     __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'current_leader_epoch': (4, None), 'timestamp': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class ListOffsetsRequest(_Message):
 
     __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields')
     _FIELDS = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
+    _FIELD_VERSIONS = {'replica_id': (0, None), 'isolation_level': (2, None), 'topics': (0, None), 'timeout_ms': (10, None)}
     NAME = 'ListOffsetsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 2

@@ -62,6 +62,7 @@ _S_ihqqi = _StructFormat('>ihqqi')
 class ListOffsetsTopicResponse(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class ListOffsetsTopicResponse(_Struct):
 class ListOffsetsPartitionResponse(_Struct):
     __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'timestamp': (1, None), 'offset': (1, None), 'leader_epoch': (4, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class ListOffsetsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (2, None), 'topics': (0, None)}
     NAME = 'ListOffsetsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 2

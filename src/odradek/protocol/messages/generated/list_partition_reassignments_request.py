@@ -61,6 +61,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class ListPartitionReassignmentsTopics(_Struct):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_indexes')
+    _FIELD_VERSIONS = {'name': (0, None), 'partition_indexes': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ListPartitionReassignmentsRequest(_Message):
 
     __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('timeout_ms', 'topics')
+    _FIELD_VERSIONS = {'timeout_ms': (0, None), 'topics': (0, None)}
     NAME = 'ListPartitionReassignmentsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 46

@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class OngoingTopicReassignment(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class OngoingTopicReassignment(_Struct):
 class OngoingPartitionReassignment(_Struct):
     __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'replicas': (0, None), 'adding_replicas': (0, None), 'removing_replicas': (0, None)}
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class ListPartitionReassignmentsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'topics': (0, None)}
     NAME = 'ListPartitionReassignmentsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 46

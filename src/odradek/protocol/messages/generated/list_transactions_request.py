@@ -63,6 +63,7 @@ class ListTransactionsRequest(_Message):
 
     __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'unknown_tagged_fields')
     _FIELDS = ('state_filters', 'producer_id_filters', 'duration_filter')
+    _FIELD_VERSIONS = {'state_filters': (0, None), 'producer_id_filters': (0, None), 'duration_filter': (1, None)}
     NAME = 'ListTransactionsRequest'
     SPEC_TYPE = 'request'
     API_KEY = 66

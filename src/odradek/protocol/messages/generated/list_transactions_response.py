@@ -61,6 +61,7 @@ _S_q = _StructFormat('>q')
 class TransactionState(_Struct):
     __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'producer_id', 'transaction_state')
+    _FIELD_VERSIONS = {'transactional_id': (0, None), 'producer_id': (0, None), 'transaction_state': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class ListTransactionsResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'unknown_state_filters': (0, None), 'transaction_states': (0, None)}
     NAME = 'ListTransactionsResponse'
     SPEC_TYPE = 'response'
     API_KEY = 66

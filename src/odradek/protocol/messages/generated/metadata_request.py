@@ -63,6 +63,7 @@ _S_zzz = _StructFormat('>???')
 class MetadataRequestTopic(_Struct):
     __slots__ = ('topic_id', 'name', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'name')
+    _FIELD_VERSIONS = {'topic_id': (10, None), 'name': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class MetadataRequest(_Message):
 
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
+    _FIELD_VERSIONS = {'topics': (0, None), 'allow_auto_topic_creation': (4, None), 'include_cluster_authorized_operations': (8, 10), 'include_topic_authorized_operations': (8, None)}
     NAME = 'MetadataRequest'
     SPEC_TYPE = 'request'
     API_KEY = 3

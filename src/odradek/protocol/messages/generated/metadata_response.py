@@ -66,6 +66,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class MetadataResponseBroker(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port', 'rack')
+    _FIELD_VERSIONS = {'node_id': (0, None), 'host': (0, None), 'port': (0, None), 'rack': (1, None)}
 
     def __init__(
         self,
@@ -86,6 +87,7 @@ class MetadataResponseBroker(_Struct):
 class MetadataResponseTopic(_Struct):
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'name': (0, None), 'topic_id': (10, None), 'is_internal': (1, None), 'partitions': (0, None), 'topic_authorized_operations': (8, None)}
 
     def __init__(
         self,
@@ -110,6 +112,7 @@ class MetadataResponseTopic(_Struct):
 class MetadataResponsePartition(_Struct):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'partition_index': (0, None), 'leader_id': (0, None), 'leader_epoch': (7, None), 'replica_nodes': (0, None), 'isr_nodes': (0, None), 'offline_replicas': (5, None)}
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class MetadataResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
+    _FIELD_VERSIONS = {'throttle_time_ms': (3, None), 'brokers': (0, None), 'cluster_id': (2, None), 'controller_id': (1, None), 'topics': (0, None), 'cluster_authorized_operations': (8, 10), 'error_code': (13, None)}
     NAME = 'MetadataResponse'
     SPEC_TYPE = 'response'
     API_KEY = 3

@@ -61,6 +61,7 @@ class NoOpRecord(_Message):
 
     __slots__ = ('unknown_tagged_fields',)
     _FIELDS = ()
+    _FIELD_VERSIONS = {}
     NAME = 'NoOpRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 20

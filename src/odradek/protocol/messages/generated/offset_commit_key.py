@@ -62,6 +62,7 @@ class OffsetCommitKey(_Message):
 
     __slots__ = ('group', 'topic', 'partition', 'unknown_tagged_fields')
     _FIELDS = ('group', 'topic', 'partition')
+    _FIELD_VERSIONS = {'group': (0, 1), 'topic': (0, 1), 'partition': (0, 1)}
     NAME = 'OffsetCommitKey'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -63,6 +63,7 @@ _S_q = _StructFormat('>q')
 class OffsetCommitRequestTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class OffsetCommitRequestTopic(_Struct):
 class OffsetCommitRequestPartition(_Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'committed_offset': (0, None), 'committed_leader_epoch': (6, None), 'committed_metadata': (0, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class OffsetCommitRequest(_Message):
 
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'generation_id_or_member_epoch': (1, None), 'member_id': (1, None), 'group_instance_id': (7, None), 'retention_time_ms': (2, 4), 'topics': (0, None)}
     NAME = 'OffsetCommitRequest'
     SPEC_TYPE = 'request'
     API_KEY = 8

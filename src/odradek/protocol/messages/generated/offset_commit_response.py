@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class OffsetCommitResponseTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class OffsetCommitResponseTopic(_Struct):
 class OffsetCommitResponsePartition(_Struct):
     __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class OffsetCommitResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (3, None), 'topics': (0, None)}
     NAME = 'OffsetCommitResponse'
     SPEC_TYPE = 'response'
     API_KEY = 8

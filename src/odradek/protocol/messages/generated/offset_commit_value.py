@@ -64,6 +64,7 @@ class OffsetCommitValue(_Message):
 
     __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'unknown_tagged_fields')
     _FIELDS = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp')
+    _FIELD_VERSIONS = {'offset': (0, None), 'leader_epoch': (3, None), 'metadata': (0, None), 'commit_timestamp': (0, None), 'expire_timestamp': (1, 1)}
     NAME = 'OffsetCommitValue'
     SPEC_TYPE = 'data'
     API_KEY = None

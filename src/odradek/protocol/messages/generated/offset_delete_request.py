@@ -60,6 +60,7 @@ _S_i = _StructFormat('>i')
 class OffsetDeleteRequestTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -76,6 +77,7 @@ class OffsetDeleteRequestTopic(_Struct):
 class OffsetDeleteRequestPartition(_Struct):
     __slots__ = ('partition_index', 'unknown_tagged_fields')
     _FIELDS = ('partition_index',)
+    _FIELD_VERSIONS = {'partition_index': (0, None)}
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class OffsetDeleteRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'topics': (0, None)}
     NAME = 'OffsetDeleteRequest'
     SPEC_TYPE = 'request'
     API_KEY = 47

@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class OffsetFetchRequestTopic(_Struct):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_indexes')
+    _FIELD_VERSIONS = {'name': (0, 7), 'partition_indexes': (0, 7)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class OffsetFetchRequestTopic(_Struct):
 class OffsetFetchRequestGroup(_Struct):
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'member_epoch', 'topics')
+    _FIELD_VERSIONS = {'group_id': (8, None), 'member_id': (9, None), 'member_epoch': (9, None), 'topics': (8, None)}
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class OffsetFetchRequestGroup(_Struct):
 class OffsetFetchRequestTopics(_Struct):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_indexes')
+    _FIELD_VERSIONS = {'name': (8, None), 'partition_indexes': (8, None)}
 
     def __init__(
         self,
@@ -116,6 +119,7 @@ class OffsetFetchRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics', 'groups', 'require_stable')
+    _FIELD_VERSIONS = {'group_id': (0, 7), 'topics': (0, 7), 'groups': (8, None), 'require_stable': (7, None)}
     NAME = 'OffsetFetchRequest'
     SPEC_TYPE = 'request'
     API_KEY = 9

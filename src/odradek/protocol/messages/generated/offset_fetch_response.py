@@ -63,6 +63,7 @@ _S_iqi = _StructFormat('>iqi')
 class OffsetFetchResponseTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, 7), 'partitions': (0, 7)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class OffsetFetchResponseTopic(_Struct):
 class OffsetFetchResponsePartition(_Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, 7), 'committed_offset': (0, 7), 'committed_leader_epoch': (5, 7), 'metadata': (0, 7), 'error_code': (0, 7)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class OffsetFetchResponsePartition(_Struct):
 class OffsetFetchResponseGroup(_Struct):
     __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics', 'error_code')
+    _FIELD_VERSIONS = {'group_id': (8, None), 'topics': (8, None), 'error_code': (8, None)}
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class OffsetFetchResponseGroup(_Struct):
 class OffsetFetchResponseTopics(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (8, None), 'partitions': (8, None)}
 
     def __init__(
         self,
@@ -135,6 +139,7 @@ class OffsetFetchResponseTopics(_Struct):
 class OffsetFetchResponsePartitions(_Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (8, None), 'committed_offset': (8, None), 'committed_leader_epoch': (8, None), 'metadata': (8, None), 'error_code': (8, None)}
 
     def __init__(
         self,
@@ -159,6 +164,7 @@ class OffsetFetchResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics', 'error_code', 'groups')
+    _FIELD_VERSIONS = {'throttle_time_ms': (3, None), 'topics': (0, 7), 'error_code': (2, 7), 'groups': (8, None)}
     NAME = 'OffsetFetchResponse'
     SPEC_TYPE = 'response'
     API_KEY = 9

@@ -61,6 +61,7 @@ _S_iii = _StructFormat('>iii')
 class OffsetForLeaderTopic(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class OffsetForLeaderTopic(_Struct):
 class OffsetForLeaderPartition(_Struct):
     __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'current_leader_epoch', 'leader_epoch')
+    _FIELD_VERSIONS = {'partition': (0, None), 'current_leader_epoch': (2, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class OffsetForLeaderEpochRequest(_Message):
 
     __slots__ = ('replica_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('replica_id', 'topics')
+    _FIELD_VERSIONS = {'replica_id': (3, None), 'topics': (0, None)}
     NAME = 'OffsetForLeaderEpochRequest'
     SPEC_TYPE = 'request'
     API_KEY = 23

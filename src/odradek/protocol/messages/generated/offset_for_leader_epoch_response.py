@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class OffsetForLeaderTopicResult(_Struct):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partitions')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class OffsetForLeaderTopicResult(_Struct):
 class EpochEndOffset(_Struct):
     __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'partition', 'leader_epoch', 'end_offset')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'partition': (0, None), 'leader_epoch': (1, None), 'end_offset': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class OffsetForLeaderEpochResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'topics')
+    _FIELD_VERSIONS = {'throttle_time_ms': (2, None), 'topics': (0, None)}
     NAME = 'OffsetForLeaderEpochResponse'
     SPEC_TYPE = 'response'
     API_KEY = 23

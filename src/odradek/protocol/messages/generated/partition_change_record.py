@@ -68,6 +68,7 @@ class PartitionChangeRecord(_Message):
 
     __slots__ = ('partition_id', 'topic_id', 'isr', 'leader', 'replicas', 'removing_replicas', 'adding_replicas', 'leader_recovery_state', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields')
     _FIELDS = ('partition_id', 'topic_id', 'isr', 'leader', 'replicas', 'removing_replicas', 'adding_replicas', 'leader_recovery_state', 'directories', 'eligible_leader_replicas', 'last_known_elr')
+    _FIELD_VERSIONS = {'partition_id': (0, None), 'topic_id': (0, None), 'isr': (0, None), 'leader': (0, None), 'replicas': (0, None), 'removing_replicas': (0, None), 'adding_replicas': (0, None), 'leader_recovery_state': (0, None), 'directories': (1, None), 'eligible_leader_replicas': (2, None), 'last_known_elr': (2, None)}
     NAME = 'PartitionChangeRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 5

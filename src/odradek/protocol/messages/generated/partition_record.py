@@ -67,6 +67,7 @@ class PartitionRecord(_Message):
 
     __slots__ = ('partition_id', 'topic_id', 'replicas', 'isr', 'removing_replicas', 'adding_replicas', 'leader', 'leader_recovery_state', 'leader_epoch', 'partition_epoch', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields')
     _FIELDS = ('partition_id', 'topic_id', 'replicas', 'isr', 'removing_replicas', 'adding_replicas', 'leader', 'leader_recovery_state', 'leader_epoch', 'partition_epoch', 'directories', 'eligible_leader_replicas', 'last_known_elr')
+    _FIELD_VERSIONS = {'partition_id': (0, None), 'topic_id': (0, None), 'replicas': (0, None), 'isr': (0, None), 'removing_replicas': (0, None), 'adding_replicas': (0, None), 'leader': (0, None), 'leader_recovery_state': (0, None), 'leader_epoch': (0, None), 'partition_epoch': (0, None), 'directories': (1, None), 'eligible_leader_replicas': (2, None), 'last_known_elr': (2, None)}
     NAME = 'PartitionRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 3

@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class TopicProduceData(_Struct):
     __slots__ = ('name', 'partition_data', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_data')
+    _FIELD_VERSIONS = {'name': (0, None), 'partition_data': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class TopicProduceData(_Struct):
 class PartitionProduceData(_Struct):
     __slots__ = ('index', 'records', 'unknown_tagged_fields')
     _FIELDS = ('index', 'records')
+    _FIELD_VERSIONS = {'index': (0, None), 'records': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class ProduceRequest(_Message):
 
     __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
+    _FIELD_VERSIONS = {'transactional_id': (3, None), 'acks': (0, None), 'timeout_ms': (0, None), 'topic_data': (0, None)}
     NAME = 'ProduceRequest'
     SPEC_TYPE = 'request'
     API_KEY = 0

@@ -64,6 +64,7 @@ _TAGS_0 = frozenset((0,))
 class TopicProduceResponse(_Struct):
     __slots__ = ('name', 'partition_responses', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_responses')
+    _FIELD_VERSIONS = {'name': (0, None), 'partition_responses': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class TopicProduceResponse(_Struct):
 class PartitionProduceResponse(_Struct):
     __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields')
     _FIELDS = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
+    _FIELD_VERSIONS = {'index': (0, None), 'error_code': (0, None), 'base_offset': (0, None), 'log_append_time_ms': (2, None), 'log_start_offset': (5, None), 'record_errors': (8, None), 'error_message': (8, None), 'current_leader': (10, None)}
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class PartitionProduceResponse(_Struct):
 class BatchIndexAndErrorMessage(_Struct):
     __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields')
     _FIELDS = ('batch_index', 'batch_index_error_message')
+    _FIELD_VERSIONS = {'batch_index': (8, None), 'batch_index_error_message': (8, None)}
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class BatchIndexAndErrorMessage(_Struct):
 class LeaderIdAndEpoch(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'leader_id': (10, None), 'leader_epoch': (10, None)}
 
     def __init__(
         self,
@@ -140,6 +144,7 @@ class LeaderIdAndEpoch(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port', 'rack')
+    _FIELD_VERSIONS = {'node_id': (10, None), 'host': (10, None), 'port': (10, None), 'rack': (10, None)}
 
     def __init__(
         self,
@@ -162,6 +167,7 @@ class ProduceResponse(_Message):
 
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('responses', 'throttle_time_ms', 'node_endpoints')
+    _FIELD_VERSIONS = {'responses': (0, None), 'throttle_time_ms': (1, None), 'node_endpoints': (10, None)}
     NAME = 'ProduceResponse'
     SPEC_TYPE = 'response'
     API_KEY = 0

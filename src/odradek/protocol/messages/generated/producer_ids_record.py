@@ -62,6 +62,7 @@ class ProducerIdsRecord(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'next_producer_id', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'next_producer_id')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None), 'next_producer_id': (0, None)}
     NAME = 'ProducerIdsRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 15

@@ -62,6 +62,7 @@ class PushTelemetryRequest(_Message):
 
     __slots__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics', 'unknown_tagged_fields')
     _FIELDS = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics')
+    _FIELD_VERSIONS = {'client_instance_id': (0, None), 'subscription_id': (0, None), 'terminating': (0, None), 'compression_type': (0, None), 'metrics': (0, None)}
     NAME = 'PushTelemetryRequest'
     SPEC_TYPE = 'request'
     API_KEY = 72

@@ -62,6 +62,7 @@ class PushTelemetryResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None)}
     NAME = 'PushTelemetryResponse'
     SPEC_TYPE = 'response'
     API_KEY = 72

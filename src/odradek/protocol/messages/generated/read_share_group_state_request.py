@@ -61,6 +61,7 @@ _S_ii = _StructFormat('>ii')
 class ReadStateData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class ReadStateData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'leader_epoch')
+    _FIELD_VERSIONS = {'partition': (0, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class ReadShareGroupStateRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'topics': (0, None)}
     NAME = 'ReadShareGroupStateRequest'
     SPEC_TYPE = 'request'
     API_KEY = 84

@@ -63,6 +63,7 @@ _S_qqbh = _StructFormat('>qqbh')
 class ReadStateResult(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ReadStateResult(_Struct):
 class PartitionResult(_Struct):
     __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches')
+    _FIELD_VERSIONS = {'partition': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'state_epoch': (0, None), 'start_offset': (0, None), 'state_batches': (0, None)}
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class PartitionResult(_Struct):
 class StateBatch(_Struct):
     __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
     _FIELDS = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
+    _FIELD_VERSIONS = {'first_offset': (0, None), 'last_offset': (0, None), 'delivery_state': (0, None), 'delivery_count': (0, None)}
 
     def __init__(
         self,
@@ -125,6 +128,7 @@ class ReadShareGroupStateResponse(_Message):
 
     __slots__ = ('results', 'unknown_tagged_fields')
     _FIELDS = ('results',)
+    _FIELD_VERSIONS = {'results': (0, None)}
     NAME = 'ReadShareGroupStateResponse'
     SPEC_TYPE = 'response'
     API_KEY = 84

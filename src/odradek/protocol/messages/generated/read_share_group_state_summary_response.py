@@ -62,6 +62,7 @@ _S_iq = _StructFormat('>iq')
 class ReadStateSummaryResult(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class ReadStateSummaryResult(_Struct):
 class PartitionResult(_Struct):
     __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset')
+    _FIELD_VERSIONS = {'partition': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'state_epoch': (0, None), 'start_offset': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class ReadShareGroupStateSummaryResponse(_Message):
 
     __slots__ = ('results', 'unknown_tagged_fields')
     _FIELDS = ('results',)
+    _FIELD_VERSIONS = {'results': (0, None)}
     NAME = 'ReadShareGroupStateSummaryResponse'
     SPEC_TYPE = 'response'
     API_KEY = 87

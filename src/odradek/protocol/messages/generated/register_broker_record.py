@@ -66,6 +66,7 @@ _TAGS_0 = frozenset((0,))
 class BrokerEndpoint(_Struct):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port', 'security_protocol')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None), 'security_protocol': (0, None)}
 
     def __init__(
         self,
@@ -86,6 +87,7 @@ class BrokerEndpoint(_Struct):
 class BrokerFeature(_Struct):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
     _FIELDS = ('name', 'min_supported_version', 'max_supported_version')
+    _FIELD_VERSIONS = {'name': (0, None), 'min_supported_version': (0, None), 'max_supported_version': (0, None)}
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class RegisterBrokerRecord(_Message):
 
     __slots__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'is_migrating_zk_broker': (2, None), 'incarnation_id': (0, None), 'broker_epoch': (0, None), 'end_points': (0, None), 'features': (0, None), 'rack': (0, None), 'fenced': (0, None), 'in_controlled_shutdown': (1, None), 'log_dirs': (3, None)}
     NAME = 'RegisterBrokerRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 0

@@ -62,6 +62,7 @@ class RemoveAccessControlEntryRecord(_Message):
 
     __slots__ = ('id', 'unknown_tagged_fields')
     _FIELDS = ('id',)
+    _FIELD_VERSIONS = {'id': (0, None)}
     NAME = 'RemoveAccessControlEntryRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 19

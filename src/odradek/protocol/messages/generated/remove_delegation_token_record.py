@@ -61,6 +61,7 @@ class RemoveDelegationTokenRecord(_Message):
 
     __slots__ = ('token_id', 'unknown_tagged_fields')
     _FIELDS = ('token_id',)
+    _FIELD_VERSIONS = {'token_id': (0, None)}
     NAME = 'RemoveDelegationTokenRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 26

@@ -62,6 +62,7 @@ class RemoveRaftVoterRequest(_Message):
 
     __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'voter_id', 'voter_directory_id')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'voter_id': (0, None), 'voter_directory_id': (0, None)}
     NAME = 'RemoveRaftVoterRequest'
     SPEC_TYPE = 'request'
     API_KEY = 81

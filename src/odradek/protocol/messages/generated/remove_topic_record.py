@@ -62,6 +62,7 @@ class RemoveTopicRecord(_Message):
 
     __slots__ = ('topic_id', 'unknown_tagged_fields')
     _FIELDS = ('topic_id',)
+    _FIELD_VERSIONS = {'topic_id': (0, None)}
     NAME = 'RemoveTopicRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 9

@@ -62,6 +62,7 @@ class RemoveUserScramCredentialRecord(_Message):
 
     __slots__ = ('name', 'mechanism', 'unknown_tagged_fields')
     _FIELDS = ('name', 'mechanism')
+    _FIELD_VERSIONS = {'name': (0, None), 'mechanism': (0, None)}
     NAME = 'RemoveUserScramCredentialRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 22

@@ -62,6 +62,7 @@ class RenewDelegationTokenRequest(_Message):
 
     __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields')
     _FIELDS = ('hmac', 'renew_period_ms')
+    _FIELD_VERSIONS = {'hmac': (0, None), 'renew_period_ms': (0, None)}
     NAME = 'RenewDelegationTokenRequest'
     SPEC_TYPE = 'request'
     API_KEY = 39

@@ -62,6 +62,7 @@ class RequestHeader(_Message):
 
     __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields')
     _FIELDS = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id')
+    _FIELD_VERSIONS = {'request_api_key': (0, None), 'request_api_version': (0, None), 'correlation_id': (0, None), 'client_id': (1, None)}
     NAME = 'RequestHeader'
     SPEC_TYPE = 'header'
     API_KEY = None

@@ -62,6 +62,7 @@ class ResponseHeader(_Message):
 
     __slots__ = ('correlation_id', 'unknown_tagged_fields')
     _FIELDS = ('correlation_id',)
+    _FIELD_VERSIONS = {'correlation_id': (0, None)}
     NAME = 'ResponseHeader'
     SPEC_TYPE = 'header'
     API_KEY = None

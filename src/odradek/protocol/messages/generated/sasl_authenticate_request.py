@@ -61,6 +61,7 @@ class SaslAuthenticateRequest(_Message):
 
     __slots__ = ('auth_bytes', 'unknown_tagged_fields')
     _FIELDS = ('auth_bytes',)
+    _FIELD_VERSIONS = {'auth_bytes': (0, None)}
     NAME = 'SaslAuthenticateRequest'
     SPEC_TYPE = 'request'
     API_KEY = 36

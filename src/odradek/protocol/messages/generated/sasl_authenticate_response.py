@@ -63,6 +63,7 @@ class SaslAuthenticateResponse(_Message):
 
     __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'auth_bytes': (0, None), 'session_lifetime_ms': (1, None)}
     NAME = 'SaslAuthenticateResponse'
     SPEC_TYPE = 'response'
     API_KEY = 36

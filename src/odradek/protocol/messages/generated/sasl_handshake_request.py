@@ -61,6 +61,7 @@ class SaslHandshakeRequest(_Message):
 
     __slots__ = ('mechanism', 'unknown_tagged_fields')
     _FIELDS = ('mechanism',)
+    _FIELD_VERSIONS = {'mechanism': (0, None)}
     NAME = 'SaslHandshakeRequest'
     SPEC_TYPE = 'request'
     API_KEY = 17

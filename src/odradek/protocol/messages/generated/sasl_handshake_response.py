@@ -62,6 +62,7 @@ class SaslHandshakeResponse(_Message):
 
     __slots__ = ('error_code', 'mechanisms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'mechanisms')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'mechanisms': (0, None)}
     NAME = 'SaslHandshakeResponse'
     SPEC_TYPE = 'response'
     API_KEY = 17

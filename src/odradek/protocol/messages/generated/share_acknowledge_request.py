@@ -63,6 +63,7 @@ _A_b = _FIXED_ARRAY_TYPES['b']
 class AcknowledgeTopic(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class AcknowledgeTopic(_Struct):
 class AcknowledgePartition(_Struct):
     __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'acknowledgement_batches')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'acknowledgement_batches': (0, None)}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class AcknowledgePartition(_Struct):
 class AcknowledgementBatch(_Struct):
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
     _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types')
+    _FIELD_VERSIONS = {'first_offset': (0, None), 'last_offset': (0, None), 'acknowledge_types': (0, None)}
 
     def __init__(
         self,
@@ -115,6 +118,7 @@ class ShareAcknowledgeRequest(_Message):
 
     __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'member_id': (0, None), 'share_session_epoch': (0, None), 'topics': (0, None)}
     NAME = 'ShareAcknowledgeRequest'
     SPEC_TYPE = 'request'
     API_KEY = 79

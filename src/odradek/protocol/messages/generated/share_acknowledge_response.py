@@ -63,6 +63,7 @@ _S_ii = _StructFormat('>ii')
 class ShareAcknowledgeTopicResponse(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ShareAcknowledgeTopicResponse(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'error_message', 'current_leader')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'current_leader': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class PartitionData(_Struct):
 class LeaderIdAndEpoch(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'leader_id': (0, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -115,6 +118,7 @@ class LeaderIdAndEpoch(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port', 'rack')
+    _FIELD_VERSIONS = {'node_id': (0, None), 'host': (0, None), 'port': (0, None), 'rack': (0, None)}
 
     def __init__(
         self,
@@ -137,6 +141,7 @@ class ShareAcknowledgeResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'responses': (0, None), 'node_endpoints': (0, None)}
     NAME = 'ShareAcknowledgeResponse'
     SPEC_TYPE = 'response'
     API_KEY = 79

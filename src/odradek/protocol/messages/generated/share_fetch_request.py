@@ -65,6 +65,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class FetchTopic(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class FetchTopic(_Struct):
 class FetchPartition(_Struct):
     __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'partition_max_bytes': (0, None), 'acknowledgement_batches': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class FetchPartition(_Struct):
 class AcknowledgementBatch(_Struct):
     __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
     _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types')
+    _FIELD_VERSIONS = {'first_offset': (0, None), 'last_offset': (0, None), 'acknowledge_types': (0, None)}
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class AcknowledgementBatch(_Struct):
 class ForgottenTopic(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -135,6 +139,7 @@ class ShareFetchRequest(_Message):
 
     __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'member_id': (0, None), 'share_session_epoch': (0, None), 'max_wait_ms': (0, None), 'min_bytes': (0, None), 'max_bytes': (0, None), 'topics': (0, None), 'forgotten_topics_data': (0, None)}
     NAME = 'ShareFetchRequest'
     SPEC_TYPE = 'request'
     API_KEY = 78

@@ -65,6 +65,7 @@ _S_qqh = _StructFormat('>qqh')
 class ShareFetchableTopicResponse(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class ShareFetchableTopicResponse(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'acknowledge_error_code': (0, None), 'acknowledge_error_message': (0, None), 'current_leader': (0, None), 'records': (0, None), 'acquired_records': (0, None)}
 
     def __init__(
         self,
@@ -109,6 +111,7 @@ class PartitionData(_Struct):
 class LeaderIdAndEpoch(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch')
+    _FIELD_VERSIONS = {'leader_id': (0, None), 'leader_epoch': (0, None)}
 
     def __init__(
         self,
@@ -125,6 +128,7 @@ class LeaderIdAndEpoch(_Struct):
 class AcquiredRecords(_Struct):
     __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields')
     _FIELDS = ('first_offset', 'last_offset', 'delivery_count')
+    _FIELD_VERSIONS = {'first_offset': (0, None), 'last_offset': (0, None), 'delivery_count': (0, None)}
 
     def __init__(
         self,
@@ -143,6 +147,7 @@ class AcquiredRecords(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port', 'rack')
+    _FIELD_VERSIONS = {'node_id': (0, None), 'host': (0, None), 'port': (0, None), 'rack': (0, None)}
 
     def __init__(
         self,
@@ -165,6 +170,7 @@ class ShareFetchResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'responses': (0, None), 'node_endpoints': (0, None)}
     NAME = 'ShareFetchResponse'
     SPEC_TYPE = 'response'
     API_KEY = 78

@@ -61,6 +61,7 @@ class ShareGroupCurrentMemberAssignmentKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (14, 14), 'member_id': (14, 14)}
     NAME = 'ShareGroupCurrentMemberAssignmentKey'
     SPEC_TYPE = 'data'
     API_KEY = None

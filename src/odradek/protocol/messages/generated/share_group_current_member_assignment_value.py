@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartitions(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class ShareGroupCurrentMemberAssignmentValue(_Message):
 
     __slots__ = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions', 'unknown_tagged_fields')
     _FIELDS = ('member_epoch', 'previous_member_epoch', 'state', 'assigned_partitions')
+    _FIELD_VERSIONS = {'member_epoch': (0, None), 'previous_member_epoch': (0, None), 'state': (0, None), 'assigned_partitions': (0, None)}
     NAME = 'ShareGroupCurrentMemberAssignmentValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -64,6 +64,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class DescribedGroup(_Struct):
     __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'error_message': (0, None), 'group_id': (0, None), 'group_state': (0, None), 'group_epoch': (0, None), 'assignment_epoch': (0, None), 'assignor_name': (0, None), 'members': (0, None), 'authorized_operations': (0, None)}
 
     def __init__(
         self,
@@ -94,6 +95,7 @@ class DescribedGroup(_Struct):
 class Member(_Struct):
     __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'rack_id': (0, None), 'member_epoch': (0, None), 'client_id': (0, None), 'client_host': (0, None), 'subscribed_topic_names': (0, None), 'assignment': (0, None)}
 
     def __init__(
         self,
@@ -120,6 +122,7 @@ class Member(_Struct):
 class TopicPartitions(_Struct):
     __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -138,6 +141,7 @@ class TopicPartitions(_Struct):
 class Assignment(_Struct):
     __slots__ = ('topic_partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_partitions',)
+    _FIELD_VERSIONS = {'topic_partitions': (0, None)}
 
     def __init__(
         self,
@@ -154,6 +158,7 @@ class ShareGroupDescribeResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'groups')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'groups': (0, None)}
     NAME = 'ShareGroupDescribeResponse'
     SPEC_TYPE = 'response'
     API_KEY = 77

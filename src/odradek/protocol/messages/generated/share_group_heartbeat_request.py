@@ -62,6 +62,7 @@ class ShareGroupHeartbeatRequest(_Message):
 
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'member_id': (0, None), 'member_epoch': (0, None), 'rack_id': (0, None), 'subscribed_topic_names': (0, None)}
     NAME = 'ShareGroupHeartbeatRequest'
     SPEC_TYPE = 'request'
     API_KEY = 76

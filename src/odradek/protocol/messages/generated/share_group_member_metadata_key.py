@@ -61,6 +61,7 @@ class ShareGroupMemberMetadataKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (10, 10), 'member_id': (10, 10)}
     NAME = 'ShareGroupMemberMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

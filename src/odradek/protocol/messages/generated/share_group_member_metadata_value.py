@@ -61,6 +61,7 @@ class ShareGroupMemberMetadataValue(_Message):
 
     __slots__ = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'unknown_tagged_fields')
     _FIELDS = ('rack_id', 'client_id', 'client_host', 'subscribed_topic_names')
+    _FIELD_VERSIONS = {'rack_id': (0, None), 'client_id': (0, None), 'client_host': (0, None), 'subscribed_topic_names': (0, None)}
     NAME = 'ShareGroupMemberMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class ShareGroupMetadataValue(_Message):
 
     __slots__ = ('epoch', 'unknown_tagged_fields')
     _FIELDS = ('epoch',)
+    _FIELD_VERSIONS = {'epoch': (0, None)}
     NAME = 'ShareGroupMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

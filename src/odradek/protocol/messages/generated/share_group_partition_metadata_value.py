@@ -61,6 +61,7 @@ _S_i = _StructFormat('>i')
 class TopicMetadata(_Struct):
     __slots__ = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'topic_name': (0, None), 'num_partitions': (0, None), 'partition_metadata': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class TopicMetadata(_Struct):
 class PartitionMetadata(_Struct):
     __slots__ = ('partition', 'racks', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'racks')
+    _FIELD_VERSIONS = {'partition': (0, None), 'racks': (0, None)}
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class ShareGroupPartitionMetadataValue(_Message):
 
     __slots__ = ('topics', 'unknown_tagged_fields')
     _FIELDS = ('topics',)
+    _FIELD_VERSIONS = {'topics': (0, None)}
     NAME = 'ShareGroupPartitionMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ class ShareGroupStatePartitionMetadataKey(_Message):
 
     __slots__ = ('group_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id',)
+    _FIELD_VERSIONS = {'group_id': (15, 15)}
     NAME = 'ShareGroupStatePartitionMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

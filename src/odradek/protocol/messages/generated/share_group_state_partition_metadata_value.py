@@ -61,6 +61,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartitionsInfo(_Struct):
     __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TopicPartitionsInfo(_Struct):
 class TopicInfo(_Struct):
     __slots__ = ('topic_id', 'topic_name', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'topic_name')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'topic_name': (0, None)}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class ShareGroupStatePartitionMetadataValue(_Message):
 
     __slots__ = ('initialized_topics', 'deleting_topics', 'unknown_tagged_fields')
     _FIELDS = ('initialized_topics', 'deleting_topics')
+    _FIELD_VERSIONS = {'initialized_topics': (0, None), 'deleting_topics': (0, None)}
     NAME = 'ShareGroupStatePartitionMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ class ShareGroupTargetAssignmentMemberKey(_Message):
 
     __slots__ = ('group_id', 'member_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id')
+    _FIELD_VERSIONS = {'group_id': (13, 13), 'member_id': (13, 13)}
     NAME = 'ShareGroupTargetAssignmentMemberKey'
     SPEC_TYPE = 'data'
     API_KEY = None

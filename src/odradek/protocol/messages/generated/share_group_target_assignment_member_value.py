@@ -61,6 +61,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class TopicPartition(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ShareGroupTargetAssignmentMemberValue(_Message):
 
     __slots__ = ('topic_partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_partitions',)
+    _FIELD_VERSIONS = {'topic_partitions': (0, None)}
     NAME = 'ShareGroupTargetAssignmentMemberValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -61,6 +61,7 @@ class ShareGroupTargetAssignmentMetadataKey(_Message):
 
     __slots__ = ('group_id', 'unknown_tagged_fields')
     _FIELDS = ('group_id',)
+    _FIELD_VERSIONS = {'group_id': (12, 12)}
     NAME = 'ShareGroupTargetAssignmentMetadataKey'
     SPEC_TYPE = 'data'
     API_KEY = None

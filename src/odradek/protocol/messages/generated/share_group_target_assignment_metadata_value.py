@@ -62,6 +62,7 @@ class ShareGroupTargetAssignmentMetadataValue(_Message):
 
     __slots__ = ('assignment_epoch', 'unknown_tagged_fields')
     _FIELDS = ('assignment_epoch',)
+    _FIELD_VERSIONS = {'assignment_epoch': (0, None)}
     NAME = 'ShareGroupTargetAssignmentMetadataValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class SnapshotFooterRecord(_Message):
 
     __slots__ = ('version', 'unknown_tagged_fields')
     _FIELDS = ('version',)
+    _FIELD_VERSIONS = {'version': (0, None)}
     NAME = 'SnapshotFooterRecord'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ class SnapshotHeaderRecord(_Message):
 
     __slots__ = ('version', 'last_contained_log_timestamp', 'unknown_tagged_fields')
     _FIELDS = ('version', 'last_contained_log_timestamp')
+    _FIELD_VERSIONS = {'version': (0, None), 'last_contained_log_timestamp': (0, None)}
     NAME = 'SnapshotHeaderRecord'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -60,6 +60,7 @@ _S_i = _StructFormat('>i')
 class SyncGroupRequestAssignment(_Struct):
     __slots__ = ('member_id', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('member_id', 'assignment')
+    _FIELD_VERSIONS = {'member_id': (0, None), 'assignment': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class SyncGroupRequest(_Message):
 
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'generation_id': (0, None), 'member_id': (0, None), 'group_instance_id': (3, None), 'protocol_type': (5, None), 'protocol_name': (5, None), 'assignments': (0, None)}
     NAME = 'SyncGroupRequest'
     SPEC_TYPE = 'request'
     API_KEY = 14

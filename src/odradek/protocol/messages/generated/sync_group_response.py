@@ -63,6 +63,7 @@ class SyncGroupResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
+    _FIELD_VERSIONS = {'throttle_time_ms': (1, None), 'error_code': (0, None), 'protocol_type': (5, None), 'protocol_name': (5, None), 'assignment': (0, None)}
     NAME = 'SyncGroupResponse'
     SPEC_TYPE = 'response'
     API_KEY = 14

@@ -62,6 +62,7 @@ class TopicRecord(_Message):
 
     __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
     _FIELDS = ('name', 'topic_id')
+    _FIELD_VERSIONS = {'name': (0, None), 'topic_id': (0, None)}
     NAME = 'TopicRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 2

@@ -61,6 +61,7 @@ class TransactionLogKey(_Message):
 
     __slots__ = ('transactional_id', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id',)
+    _FIELD_VERSIONS = {'transactional_id': (0, 0)}
     NAME = 'TransactionLogKey'
     SPEC_TYPE = 'data'
     API_KEY = None

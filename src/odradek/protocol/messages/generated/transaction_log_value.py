@@ -65,6 +65,7 @@ _TAGS_0_1_2 = frozenset((0, 1, 2))
 class PartitionsSchema(_Struct):
     __slots__ = ('topic', 'partition_ids', 'unknown_tagged_fields')
     _FIELDS = ('topic', 'partition_ids')
+    _FIELD_VERSIONS = {'topic': (0, None), 'partition_ids': (0, None)}
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class TransactionLogValue(_Message):
 
     __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
     _FIELDS = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version')
+    _FIELD_VERSIONS = {'producer_id': (0, None), 'previous_producer_id': (1, None), 'next_producer_id': (1, None), 'producer_epoch': (0, None), 'transaction_timeout_ms': (0, None), 'transaction_status': (0, None), 'transaction_partitions': (0, None), 'transaction_last_update_timestamp_ms': (0, None), 'transaction_start_timestamp_ms': (0, None), 'client_transaction_version': (1, None)}
     NAME = 'TransactionLogValue'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -63,6 +63,7 @@ _S_qhi = _StructFormat('>qhi')
 class TxnOffsetCommitRequestTopic(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TxnOffsetCommitRequestTopic(_Struct):
 class TxnOffsetCommitRequestPartition(_Struct):
     __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'committed_offset': (0, None), 'committed_leader_epoch': (2, None), 'committed_metadata': (0, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class TxnOffsetCommitRequest(_Message):
 
     __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
+    _FIELD_VERSIONS = {'transactional_id': (0, None), 'group_id': (0, None), 'producer_id': (0, None), 'producer_epoch': (0, None), 'generation_id': (3, None), 'member_id': (3, None), 'group_instance_id': (3, None), 'topics': (0, None)}
     NAME = 'TxnOffsetCommitRequest'
     SPEC_TYPE = 'request'
     API_KEY = 28

@@ -62,6 +62,7 @@ class UnregisterBrokerRecord(_Message):
 
     __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch')
+    _FIELD_VERSIONS = {'broker_id': (0, None), 'broker_epoch': (0, None)}
     NAME = 'UnregisterBrokerRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 1

@@ -62,6 +62,7 @@ class UnregisterBrokerRequest(_Message):
 
     __slots__ = ('broker_id', 'unknown_tagged_fields')
     _FIELDS = ('broker_id',)
+    _FIELD_VERSIONS = {'broker_id': (0, None)}
     NAME = 'UnregisterBrokerRequest'
     SPEC_TYPE = 'request'
     API_KEY = 64

@@ -63,6 +63,7 @@ _S_z = _StructFormat('>?')
 class FeatureUpdateKey(_Struct):
     __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields')
     _FIELDS = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
+    _FIELD_VERSIONS = {'feature': (0, None), 'max_version_level': (0, None), 'allow_downgrade': (0, 0), 'upgrade_type': (1, None)}
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class UpdateFeaturesRequest(_Message):
 
     __slots__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields')
     _FIELDS = ('timeout_ms', 'feature_updates', 'validate_only')
+    _FIELD_VERSIONS = {'timeout_ms': (0, None), 'feature_updates': (0, None), 'validate_only': (1, None)}
     NAME = 'UpdateFeaturesRequest'
     SPEC_TYPE = 'request'
     API_KEY = 57

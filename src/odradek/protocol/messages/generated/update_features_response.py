@@ -61,6 +61,7 @@ _S_ih = _StructFormat('>ih')
 class UpdatableFeatureResult(_Struct):
     __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields')
     _FIELDS = ('feature', 'error_code', 'error_message')
+    _FIELD_VERSIONS = {'feature': (0, None), 'error_code': (0, None), 'error_message': (0, None)}
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class UpdateFeaturesResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'results')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'error_message': (0, None), 'results': (0, 1)}
     NAME = 'UpdateFeaturesResponse'
     SPEC_TYPE = 'response'
     API_KEY = 57

@@ -62,6 +62,7 @@ _S_iiU = _StructFormat('>ii16s')
 class Listener(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class Listener(_Struct):
 class KRaftVersionFeature(_Struct):
     __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
     _FIELDS = ('min_supported_version', 'max_supported_version')
+    _FIELD_VERSIONS = {'min_supported_version': (0, None), 'max_supported_version': (0, None)}
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class UpdateRaftVoterRequest(_Message):
 
     __slots__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'kraft_version_feature', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'kraft_version_feature')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'current_leader_epoch': (0, None), 'voter_id': (0, None), 'voter_directory_id': (0, None), 'listeners': (0, None), 'kraft_version_feature': (0, None)}
     NAME = 'UpdateRaftVoterRequest'
     SPEC_TYPE = 'request'
     API_KEY = 82

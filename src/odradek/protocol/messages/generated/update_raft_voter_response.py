@@ -63,6 +63,7 @@ _TAGS_0 = frozenset((0,))
 class CurrentLeader(_Struct):
     __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('leader_id', 'leader_epoch', 'host', 'port')
+    _FIELD_VERSIONS = {'leader_id': (0, None), 'leader_epoch': (0, None), 'host': (0, None), 'port': (0, None)}
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class UpdateRaftVoterResponse(_Message):
 
     __slots__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'current_leader')
+    _FIELD_VERSIONS = {'throttle_time_ms': (0, None), 'error_code': (0, None), 'current_leader': (0, None)}
     NAME = 'UpdateRaftVoterResponse'
     SPEC_TYPE = 'response'
     API_KEY = 82

@@ -63,6 +63,7 @@ class UserScramCredentialRecord(_Message):
 
     __slots__ = ('name', 'mechanism', 'salt', 'stored_key', 'server_key', 'iterations', 'unknown_tagged_fields')
     _FIELDS = ('name', 'mechanism', 'salt', 'stored_key', 'server_key', 'iterations')
+    _FIELD_VERSIONS = {'name': (0, None), 'mechanism': (0, None), 'salt': (0, None), 'stored_key': (0, None), 'server_key': (0, None), 'iterations': (0, None)}
     NAME = 'UserScramCredentialRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 11

@@ -63,6 +63,7 @@ _S_iiiiq = _StructFormat('>iiiiq')
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'replica_epoch': (0, None), 'replica_id': (0, None), 'replica_directory_id': (1, None), 'voter_directory_id': (1, None), 'last_offset_epoch': (0, None), 'last_offset': (0, None), 'pre_vote': (2, None)}
 
     def __init__(
         self,
@@ -109,6 +111,7 @@ class VoteRequest(_Message):
 
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('cluster_id', 'voter_id', 'topics')
+    _FIELD_VERSIONS = {'cluster_id': (0, None), 'voter_id': (1, None), 'topics': (0, None)}
     NAME = 'VoteRequest'
     SPEC_TYPE = 'request'
     API_KEY = 52

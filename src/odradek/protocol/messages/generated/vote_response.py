@@ -64,6 +64,7 @@ _TAGS_0 = frozenset((0,))
 class TopicData(_Struct):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_name', 'partitions')
+    _FIELD_VERSIONS = {'topic_name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class TopicData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None), 'leader_id': (0, None), 'leader_epoch': (0, None), 'vote_granted': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class PartitionData(_Struct):
 class NodeEndpoint(_Struct):
     __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('node_id', 'host', 'port')
+    _FIELD_VERSIONS = {'node_id': (1, None), 'host': (1, None), 'port': (1, None)}
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class VoteResponse(_Message):
 
     __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'topics', 'node_endpoints')
+    _FIELD_VERSIONS = {'error_code': (0, None), 'topics': (0, None), 'node_endpoints': (1, None)}
     NAME = 'VoteResponse'
     SPEC_TYPE = 'response'
     API_KEY = 52

@@ -63,6 +63,7 @@ _S_iU = _StructFormat('>i16s')
 class Voter(_Struct):
     __slots__ = ('voter_id', 'voter_directory_id', 'endpoints', 'kraft_version_feature', 'unknown_tagged_fields')
     _FIELDS = ('voter_id', 'voter_directory_id', 'endpoints', 'kraft_version_feature')
+    _FIELD_VERSIONS = {'voter_id': (0, None), 'voter_directory_id': (0, None), 'endpoints': (0, None), 'kraft_version_feature': (0, None)}
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class Voter(_Struct):
 class Endpoint(_Struct):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
     _FIELDS = ('name', 'host', 'port')
+    _FIELD_VERSIONS = {'name': (0, None), 'host': (0, None), 'port': (0, None)}
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class Endpoint(_Struct):
 class KRaftVersionFeature(_Struct):
     __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
     _FIELDS = ('min_supported_version', 'max_supported_version')
+    _FIELD_VERSIONS = {'min_supported_version': (0, None), 'max_supported_version': (0, None)}
 
     def __init__(
         self,
@@ -119,6 +122,7 @@ class VotersRecord(_Message):
 
     __slots__ = ('version', 'voters', 'unknown_tagged_fields')
     _FIELDS = ('version', 'voters')
+    _FIELD_VERSIONS = {'version': (0, None), 'voters': (0, None)}
     NAME = 'VotersRecord'
     SPEC_TYPE = 'data'
     API_KEY = None

@@ -62,6 +62,7 @@ _S_qqbh = _StructFormat('>qqbh')
 class WriteStateData(_Struct):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('topic_id', 'partitions')
+    _FIELD_VERSIONS = {'topic_id': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class WriteStateData(_Struct):
 class PartitionData(_Struct):
     __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
     _FIELDS = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches')
+    _FIELD_VERSIONS = {'partition': (0, None), 'state_epoch': (0, None), 'leader_epoch': (0, None), 'start_offset': (0, None), 'state_batches': (0, None)}
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class PartitionData(_Struct):
 class StateBatch(_Struct):
     __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
     _FIELDS = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
+    _FIELD_VERSIONS = {'first_offset': (0, None), 'last_offset': (0, None), 'delivery_state': (0, None), 'delivery_count': (0, None)}
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class WriteShareGroupStateRequest(_Message):
 
     __slots__ = ('group_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'topics')
+    _FIELD_VERSIONS = {'group_id': (0, None), 'topics': (0, None)}
     NAME = 'WriteShareGroupStateRequest'
     SPEC_TYPE = 'request'
     API_KEY = 85

@@ -62,6 +62,7 @@ _A_i = _FIXED_ARRAY_TYPES['i']
 class WritableTxnMarker(_Struct):
     __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields')
     _FIELDS = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch')
+    _FIELD_VERSIONS = {'producer_id': (0, None), 'producer_epoch': (0, None), 'transaction_result': (0, None), 'topics': (0, None), 'coordinator_epoch': (0, None)}
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class WritableTxnMarker(_Struct):
 class WritableTxnMarkerTopic(_Struct):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partition_indexes')
+    _FIELD_VERSIONS = {'name': (0, None), 'partition_indexes': (0, None)}
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class WriteTxnMarkersRequest(_Message):
 
     __slots__ = ('markers', 'unknown_tagged_fields')
     _FIELDS = ('markers',)
+    _FIELD_VERSIONS = {'markers': (0, None)}
     NAME = 'WriteTxnMarkersRequest'
     SPEC_TYPE = 'request'
     API_KEY = 27

@@ -61,6 +61,7 @@ _S_q = _StructFormat('>q')
 class WritableTxnMarkerResult(_Struct):
     __slots__ = ('producer_id', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('producer_id', 'topics')
+    _FIELD_VERSIONS = {'producer_id': (0, None), 'topics': (0, None)}
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class WritableTxnMarkerResult(_Struct):
 class WritableTxnMarkerTopicResult(_Struct):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
     _FIELDS = ('name', 'partitions')
+    _FIELD_VERSIONS = {'name': (0, None), 'partitions': (0, None)}
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class WritableTxnMarkerTopicResult(_Struct):
 class WritableTxnMarkerPartitionResult(_Struct):
     __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
     _FIELDS = ('partition_index', 'error_code')
+    _FIELD_VERSIONS = {'partition_index': (0, None), 'error_code': (0, None)}
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class WriteTxnMarkersResponse(_Message):
 
     __slots__ = ('markers', 'unknown_tagged_fields')
     _FIELDS = ('markers',)
+    _FIELD_VERSIONS = {'markers': (0, None)}
     NAME = 'WriteTxnMarkersResponse'
     SPEC_TYPE = 'response'
     API_KEY = 27

@@ -62,6 +62,7 @@ class ZkMigrationStateRecord(_Message):
 
     __slots__ = ('zk_migration_state', 'unknown_tagged_fields')
     _FIELDS = ('zk_migration_state',)
+    _FIELD_VERSIONS = {'zk_migration_state': (0, None)}
     NAME = 'ZkMigrationStateRecord'
     SPEC_TYPE = 'metadata'
     API_KEY = 21
