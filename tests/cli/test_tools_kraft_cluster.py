@@ -61,7 +61,7 @@ def test_metadata_quorum_on_a_three_voter_cluster(tmp_path, capsys):
             str(node_id) for node_id in cluster.nodes if node_id != leader_id)
         assert {row[6] for row in rows[2:]} == {"Follower"}
         assert {row[1] for row in rows[1:]} == {"AAAAAAAAAAAAAAAAAAAAAA"}  # static voters
-        assert all(int(row[3]) >= 0 for row in rows[1:])
+        assert all(int(row[3]) >= 0 for row in rows[1:]), out
     finally:
         cluster.stop()
         cluster.kill_all()
