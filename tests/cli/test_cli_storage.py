@@ -179,17 +179,23 @@ class TestFormat:
         with pytest.raises(ToolError, match="Version 9.9 is not a valid version"):
             storage_tool.parse_release_version("9.9")
 
-    def test_standalone(self, tmp_path):
+    def test_standalone_refused_with_static_voters(self, tmp_path):
+        # Kafka 4.0: --standalone is for dynamic quorums only (more in
+        # test_cli_storage_dynamic_quorum.py); both roles get the same refusal.
         controller = write_config(tmp_path / "c.properties", **{"log.dirs": f"{tmp_path}/c"})
-        assert odradek("storage", "format", "-t", storage_tool.random_uuid(), "-c",
-                       str(controller), "--standalone").returncode == 0
         broker = write_config(tmp_path / "b.properties", **{
             "process.roles": "broker", "node.id": "2", "listeners": "PLAINTEXT://:9092",
             "log.dirs": f"{tmp_path}/b"})
-        result = odradek("storage", "format", "-t", storage_tool.random_uuid(), "-c",
-                         str(broker), "--standalone")
-        assert result.returncode == 1
-        assert result.stderr.strip() == "You cannot use --standalone on a broker node."
+        for config in (controller, broker):
+            result = odradek("storage", "format", "-t", storage_tool.random_uuid(), "-c",
+                             str(config), "--standalone")
+            assert result.returncode == 1
+            assert result.stderr.strip() == (
+                "You cannot specify controller.quorum.voters and format the node with "
+                "--initial-controllers or --standalone. If you want to use dynamic quorum, "
+                "please remove controller.quorum.voters and specify "
+                "controller.quorum.bootstrap.servers instead.")
+        assert not (tmp_path / "c").exists() and not (tmp_path / "b").exists()
 
     def test_bad_config_is_reported(self, tmp_path):
         config = write_config(tmp_path / "s.properties", **{"node.id": "abc"})

@@ -9,14 +9,18 @@ client asks it for kafka-metadata-quorum.sh and kafka-features.sh.
   ``default.api.timeout.ms`` runs out (then Kafka's TimeoutException text).
 * An API the node does not serve fails as Kafka's client does:
   ``UnsupportedVersionException: The node does not support UPDATE_FEATURES``.
+* AddRaftVoter / RemoveRaftVoter (KIP-853) go, like DescribeQuorum, to the node that answers
+  them: a node that is not the quorum leader (NOT_LEADER_OR_FOLLOWER) or a broker without a
+  controller (NOT_CONTROLLER) sends the call on to the next node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from odradek.cli.common import configure_logging, run_tool
@@ -34,11 +38,15 @@ T = TypeVar("T")
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 UPDATE_FEATURES = 57
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 ENDPOINT_TYPE_BROKER, ENDPOINT_TYPE_CONTROLLER = 1, 2
+#: Kafka's Uuid.ZERO_UUID: a replica whose directory id is not known (DescribeQuorum v0-1,
+#: static voters).
+ZERO_UUID = uuid.UUID(int=0)
 
-#: Kafka's ApiKeys names of the APIs the KRaft tools may find missing (Kafka 3.9's raft voter
-#: APIs are not in the 3.8 specs Odradek generates its codecs from).
-API_NAMES = {UPDATE_FEATURES: "UPDATE_FEATURES", 80: "ADD_RAFT_VOTER", 81: "REMOVE_RAFT_VOTER"}
+#: Kafka's ApiKeys names of the APIs the KRaft tools may find missing.
+API_NAMES = {UPDATE_FEATURES: "UPDATE_FEATURES", ADD_RAFT_VOTER: "ADD_RAFT_VOTER",
+             REMOVE_RAFT_VOTER: "REMOVE_RAFT_VOTER"}
 
 
 class UnsupportedApiError(Exception):
@@ -59,6 +67,21 @@ class ReplicaState:
     log_end_offset: int
     last_fetch_timestamp: int | None  # None: unknown (-1 on the wire)
     last_caught_up_timestamp: int | None
+    directory_id: uuid.UUID = ZERO_UUID  # DescribeQuorum v2+
+
+
+@dataclass(frozen=True)
+class RaftVoterEndpoint:
+    """Kafka's RaftVoterEndpoint: a controller listener of a quorum node."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        # Kafka's RaftVoterEndpoint.toString: an IPv6 host in brackets.
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,10 @@ class QuorumInfo:
     high_watermark: int
     voters: list[ReplicaState]
     observers: list[ReplicaState]
+    #: node id -> its endpoints (DescribeQuorum v2+ `nodes`)
+    nodes: dict[int, list[RaftVoterEndpoint]] = field(default_factory=dict)
+    #: the DescribeQuorum version that answered: below 2 there are no directory ids nor nodes
+    version: int = 1
 
 
 def _replica(state: Any) -> ReplicaState:
@@ -78,7 +105,8 @@ def _replica(state: Any) -> ReplicaState:
 
     return ReplicaState(state.replica_id, state.log_end_offset,
                         optional(state.last_fetch_timestamp),
-                        optional(state.last_caught_up_timestamp))
+                        optional(state.last_caught_up_timestamp),
+                        getattr(state, "replica_directory_id", None) or ZERO_UUID)
 
 
 def java_exception_text(error: KafkaError) -> str:
@@ -152,7 +180,10 @@ class KraftClient:
         async def ask(connection: Connection) -> QuorumInfo | None:
             if not connection.supports(DESCRIBE_QUORUM):
                 raise UnsupportedApiError(DESCRIBE_QUORUM)
-            response = await connection.send(raft_messages.describe_quorum_request())
+            # The newest version both sides know (v2 adds directory ids and endpoints).
+            version = connection.pick_version(DESCRIBE_QUORUM)
+            response = await connection.send(raft_messages.describe_quorum_request(),
+                                             api_version=version)
             if response.error_code != 0:
                 error = KafkaError(response.error_code, getattr(response, "error_message", None))
                 if error.code == ErrorCode.NOT_CONTROLLER:
@@ -167,12 +198,65 @@ class KraftClient:
                 return None  # Kafka's admin retries this (retriable): ask another node
             if partition.error_code != 0:
                 raise KafkaError(partition.error_code)
+            nodes = {node.node_id: [RaftVoterEndpoint(listener.name, listener.host,
+                                                      listener.port)
+                                    for listener in node.listeners]
+                     for node in (getattr(response, "nodes", None) or [])}
             return QuorumInfo(partition.leader_id, partition.leader_epoch,
                               partition.high_watermark,
                               [_replica(v) for v in partition.current_voters],
-                              [_replica(o) for o in partition.observers])
+                              [_replica(o) for o in partition.observers],
+                              nodes, version)
 
         return await self._call("describeMetadataQuorum", timeout_ms, ask)
+
+    async def _raft_voter_call(self, name: str, api_key: int,
+                               build: Callable[[int], m.Message],
+                               timeout_ms: float | None) -> None:
+        """Send an AddRaftVoter / RemoveRaftVoter built by `build(timeout_ms left)` to the
+        node that takes it; a KafkaError for the response's error."""
+        deadline = self.cluster.deadline(timeout_ms)
+
+        async def ask(connection: Connection) -> bool | None:
+            if not connection.supports(api_key):
+                raise UnsupportedApiError(api_key)
+            response = await connection.send(build(int(deadline.remaining_ms())),
+                                             api_version=connection.pick_version(api_key))
+            if response.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER.code,
+                                       ErrorCode.NOT_CONTROLLER.code):
+                return None  # not the quorum leader (or no controller): ask another node
+            if response.error_code != 0:
+                raise KafkaError(response.error_code, response.error_message)
+            return True
+
+        await self._call(name, timeout_ms, ask)
+
+    async def add_raft_voter(self, voter_id: int, directory_id: uuid.UUID,
+                             endpoints: list[RaftVoterEndpoint],
+                             cluster_id: str | None = None,
+                             timeout_ms: float | None = None) -> None:
+        """Kafka's Admin.addRaftVoter: AddRaftVoter v0 with the call's remaining time as the
+        request's TimeoutMs."""
+        R = m.AddRaftVoterRequest
+
+        def build(remaining_ms: int) -> m.Message:
+            return R(cluster_id=cluster_id, timeout_ms=remaining_ms, voter_id=voter_id,
+                     voter_directory_id=directory_id,
+                     listeners=[R.Listener(name=e.name, host=e.host, port=e.port)
+                                for e in endpoints])
+
+        await self._raft_voter_call("addRaftVoter", ADD_RAFT_VOTER, build, timeout_ms)
+
+    async def remove_raft_voter(self, voter_id: int, directory_id: uuid.UUID,
+                                cluster_id: str | None = None,
+                                timeout_ms: float | None = None) -> None:
+        """Kafka's Admin.removeRaftVoter: RemoveRaftVoter v0."""
+
+        def build(_remaining_ms: int) -> m.Message:
+            return m.RemoveRaftVoterRequest(cluster_id=cluster_id, voter_id=voter_id,
+                                            voter_directory_id=directory_id)
+
+        await self._raft_voter_call("removeRaftVoter", REMOVE_RAFT_VOTER, build, timeout_ms)
 
     async def cluster_id(self, timeout_ms: float | None = None) -> str | None:
         """DescribeCluster's cluster id (with the endpoint type of the listeners we talk to)."""

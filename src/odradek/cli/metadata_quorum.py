@@ -2,6 +2,8 @@
 
     odradek metadata-quorum --bootstrap-server HOST:PORT describe --status
     odradek metadata-quorum --bootstrap-controller HOST:PORT describe --replication [--human-readable]
+    odradek metadata-quorum --bootstrap-controller HOST:PORT --command-config new-controller.properties add-controller
+    odradek metadata-quorum --bootstrap-server HOST:PORT remove-controller --controller-id 3 --controller-directory-id DIRID
 
 ``describe --status`` prints the quorum summary (the cluster id from DescribeCluster, the rest
 from DescribeQuorum)::
@@ -12,39 +14,50 @@ from DescribeQuorum)::
     HighWatermark:          10
     MaxFollowerLag:         0
     MaxFollowerLagTimeMs:   0
-    CurrentVoters:          [1,2,3]
-    CurrentObservers:       []
+    CurrentVoters:          [{"id": 1, "directoryId": "...", "endpoints": ["CONTROLLER://h1:9093"]}, ...]
+    CurrentObservers:       [{"id": 4, "directoryId": "..."}]
 
-Voters are printed as ids, Kafka 3.7/3.8's format: Odradek serves DescribeQuorum v1, which has
-no directory ids or endpoints (Kafka 3.9's ``[{"id": 1, "directoryId": ...}]`` needs v2).
-``describe --replication`` prints Kafka's NodeId/LogEndOffset/Lag/LastFetchTimestamp/
-LastCaughtUpTimestamp/Status table (columns padded, each followed by a tab).
+The voters and observers are Kafka 4.0's JSON-like objects when DescribeQuorum v2 answers
+(a zero directory id and an empty endpoint list are left out, as Kafka does); a node that only
+speaks v0/v1 gets Kafka 3.8's ``[1,2,3]``. ``describe --replication`` prints Kafka's
+NodeId/DirectoryId/LogEndOffset/Lag/LastFetchTimestamp/LastCaughtUpTimestamp/Status table
+(columns padded, each followed by a tab; no DirectoryId column below v2).
 
-``add-controller`` and ``remove-controller`` (Kafka 3.9, KIP-853) parse as Kafka's do, but no
-Odradek node serves AddRaftVoter/RemoveRaftVoter yet: they fail with Kafka's
-UnsupportedVersionException text and exit code 1 (``--dry-run`` prints what would be done).
+``add-controller`` reads the new controller's own server.properties (``--command-config``): its
+node.id, the directory.id of its metadata log directory's meta.properties and its controller
+listeners (advertised.listeners over listeners), and sends AddRaftVoter; ``remove-controller``
+sends RemoveRaftVoter. Both print Kafka's line on success, Kafka's exception text (and the head
+of its stack trace) on failure, exit code 1; ``--dry-run`` only prints what would be done.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import sys
 import time
+import uuid
 from collections.abc import Iterable
 
 from odradek.cli.common import ToolArgumentParser, ToolError
 from odradek.cli.kraft_client import (
+    ZERO_UUID,
     QuorumInfo,
+    RaftVoterEndpoint,
     ReplicaState,
     UnsupportedApiError,
+    java_exception_text,
     run_kraft_tool,
     run_with_client,
 )
 from odradek.cli.tool_options import load_properties_file
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
 
 PROG = "kafka-metadata-quorum"
-ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+#: DescribeQuorum from this version on carries directory ids and endpoints (Kafka 3.9+'s output)
+DESCRIBE_QUORUM_WITH_NODES = 2
 _STATUS_LABEL_WIDTH = 24
 
 
@@ -115,15 +128,31 @@ def status_text(cluster_id: str | None, quorum: QuorumInfo) -> str:
         ("HighWatermark:", quorum.high_watermark),
         ("MaxFollowerLag:", max_lag),
         ("MaxFollowerLagTimeMs:", max_lag_time_ms),
-        ("CurrentVoters:", _ids(quorum.voters)),
-        ("CurrentObservers:", _ids(quorum.observers)),
+        ("CurrentVoters:", _replica_list(quorum, quorum.voters)),
+        ("CurrentObservers:", _replica_list(quorum, quorum.observers)),
     ]
     return "\n".join(f"{label:<{_STATUS_LABEL_WIDTH}}{'null' if value is None else value}"
                      for label, value in rows)
 
 
-def _ids(replicas: Iterable[ReplicaState]) -> str:
-    return "[" + ",".join(str(replica.replica_id) for replica in replicas) + "]"
+def _replica_list(quorum: QuorumInfo, replicas: Iterable[ReplicaState]) -> str:
+    if quorum.version < DESCRIBE_QUORUM_WITH_NODES:
+        # Kafka 3.8's tool: the ids only.
+        return "[" + ",".join(str(replica.replica_id) for replica in replicas) + "]"
+    return "[" + ", ".join(replica_text(replica, quorum.nodes.get(replica.replica_id, []))
+                           for replica in replicas) + "]"
+
+
+def replica_text(replica: ReplicaState, endpoints: list[RaftVoterEndpoint]) -> str:
+    """Kafka 4.0's MetadataQuorumCommand.Node.toString:
+    ``{"id": 1, "directoryId": "...", "endpoints": ["CONTROLLER://host:9093"]}``, without the
+    directory id when it is zero and without the endpoints when there are none."""
+    text = f'{{"id": {replica.replica_id}'
+    if replica.directory_id != ZERO_UUID:
+        text += f', "directoryId": "{uuid_to_kafka_str(replica.directory_id)}"'
+    if endpoints:
+        text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in endpoints) + "]"
+    return text + "}"
 
 
 def _leader(quorum: QuorumInfo) -> ReplicaState:
@@ -155,8 +184,12 @@ def replication_rows(quorum: QuorumInfo, human_readable: bool,
             return f"{relative_time_ms(value, description, now_ms)} ms ago"
         return str(value)
 
+    with_directory_ids = quorum.version >= DESCRIBE_QUORUM_WITH_NODES
+
     def rows(replicas: Iterable[ReplicaState], status: str) -> list[list[str]]:
-        return [[str(replica.replica_id), str(replica.log_end_offset),
+        return [[str(replica.replica_id),
+                 *([uuid_to_kafka_str(replica.directory_id)] if with_directory_ids else []),
+                 str(replica.log_end_offset),
                  str(leader.log_end_offset - replica.log_end_offset),
                  timestamp(replica.last_fetch_timestamp, "last fetch"),
                  timestamp(replica.last_caught_up_timestamp, "last caught up"), status]
@@ -169,6 +202,14 @@ def replication_rows(quorum: QuorumInfo, human_readable: bool,
 
 REPLICATION_HEADERS = ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
                        "LastCaughtUpTimestamp", "Status"]
+#: Kafka 3.9+'s columns, with DescribeQuorum v2's directory ids
+REPLICATION_HEADERS_V2 = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                          "LastCaughtUpTimestamp", "Status"]
+
+
+def replication_headers(quorum: QuorumInfo) -> list[str]:
+    return (REPLICATION_HEADERS_V2 if quorum.version >= DESCRIBE_QUORUM_WITH_NODES
+            else REPLICATION_HEADERS)
 
 
 def pretty_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -228,7 +269,9 @@ class _EveryListenerPlaintext(dict):  # type: ignore[type-arg]
         return "PLAINTEXT"
 
 
-def _controller_endpoints(props: dict[str, str]) -> list[str]:
+def controller_endpoints(props: dict[str, str]) -> list[RaftVoterEndpoint]:
+    """Kafka's getControllerAdvertisedListeners: each name of controller.listener.names with its
+    advertised.listeners entry, else its listeners entry (no host: localhost)."""
     from odradek.config import ConfigError
     from odradek.config.listeners import parse_endpoints
 
@@ -243,73 +286,85 @@ def _controller_endpoints(props: dict[str, str]) -> list[str]:
     if "controller.listener.names" not in props:
         raise ToolError("controller.listener.names was not found. Is this a valid controller "
                         "configuration file?")
-    shown = []
+    out: list[RaftVoterEndpoint] = []
     for name in props["controller.listener.names"].split(","):
         name = name.strip().upper()
         endpoint = listeners.get(name)
         if endpoint is None:
             raise ToolError(f"Cannot find information about controller listener name: {name}")
-        host = endpoint.host or "localhost"
-        shown_host = f"[{host}]" if ":" in host else host
-        shown.append(f"{name}://{shown_host}:{endpoint.port}")
-    return shown
+        voter_endpoint = RaftVoterEndpoint(name, endpoint.host or "localhost", endpoint.port)
+        if voter_endpoint not in out:  # Kafka collects them in a LinkedHashSet
+            out.append(voter_endpoint)
+    return out
 
 
-def _unsupported(api_key: int) -> int:
-    """Kafka's tool on a server without the API: the ExecutionException's message, then the
-    head of its stack trace, on stderr; exit code 1."""
-    error = UnsupportedApiError(api_key)
-    print(error.java_text, file=sys.stderr)
-    print(f"java.util.concurrent.ExecutionException: {error.java_text}", file=sys.stderr)
+def _report_failure(error: KafkaError | UnsupportedApiError) -> int:
+    """Kafka's tool on a failed admin call: the ExecutionException's message, then the head of
+    its stack trace, on stderr; exit code 1."""
+    text = (error.java_text if isinstance(error, UnsupportedApiError)
+            else java_exception_text(error))
+    print(text, file=sys.stderr)
+    print(f"java.util.concurrent.ExecutionException: {text}", file=sys.stderr)
     return 1
-
-
-def _require_api(props: dict[str, str], to_controllers: bool, api_key: int) -> None:
-    """Kafka's admin client checks a node's ApiVersions before sending. No Odradek node serves
-    AddRaftVoter/RemoveRaftVoter yet, and Odradek's codecs (generated from Kafka 3.8's specs)
-    could not encode them: once a node answers, the call is unsupported. A node that cannot be
-    reached fails first, as in Kafka."""
-
-    async def reach(client):  # type: ignore[no-untyped-def]
-        return await client.connection()
-
-    run_with_client(props, to_controllers, reach)
-    raise UnsupportedApiError(api_key)
 
 
 def add_controller(props: dict[str, str], to_controllers: bool, dry_run: bool) -> int:
     controller_id = _controller_id(props)
     directory_id = _directory_id(_metadata_directory(props))
-    endpoints = _controller_endpoints(props)
+    endpoints = controller_endpoints(props)
     if not dry_run:
+        async def add(client):  # type: ignore[no-untyped-def]
+            await client.add_raft_voter(controller_id, kafka_str_to_uuid(directory_id),
+                                        endpoints)
+
         try:
-            _require_api(props, to_controllers, ADD_RAFT_VOTER)
-        except UnsupportedApiError:
-            return _unsupported(ADD_RAFT_VOTER)
+            run_with_client(props, to_controllers, add)
+        except (KafkaError, UnsupportedApiError) as exc:
+            return _report_failure(exc)
     verb = "DRY RUN of adding" if dry_run else "Added"
     print(f"{verb} controller {controller_id} with directory id {directory_id} and endpoints: "
-          f"{', '.join(endpoints)}")
+          f"{', '.join(str(endpoint) for endpoint in endpoints)}")
     return 0
+
+
+def uuid_from_string(text: str) -> uuid.UUID:
+    """Kafka's Uuid.fromString (Java's URL-safe base64 decoder), with its messages."""
+    if len(text) > 24:
+        raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded as "
+                         "a base64 UUID")
+    body = text.rstrip("=")
+    for char in body:
+        if not (char.isascii() and (char.isalnum() or char in "-_")):
+            raise ValueError(f"Illegal base64 character {ord(char):x}")
+    if len(body) % 4 == 1:
+        raise ValueError("Last unit does not have enough valid bits")
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal "
+                         "to the expected 16 bytes of a base64-encoded UUID")
+    return uuid.UUID(bytes=raw)
 
 
 def remove_controller(props: dict[str, str], to_controllers: bool, controller_id: int,
                       directory_id: str, dry_run: bool) -> int:
-    from odradek.storage.checkpoint import topic_id_from_str
-
     if controller_id < 0:
         raise ToolError(f"Invalid negative --controller-id: {controller_id}")
     try:
-        topic_id_from_str(directory_id)
+        directory_uuid = uuid_from_string(directory_id)
     except ValueError as exc:
         raise ToolError(f"Failed to parse --controller-directory-id: {exc}") from None
     if not dry_run:
+        async def remove(client):  # type: ignore[no-untyped-def]
+            await client.remove_raft_voter(controller_id, directory_uuid)
+
         try:
-            _require_api(props, to_controllers, REMOVE_RAFT_VOTER)
-        except UnsupportedApiError:
-            return _unsupported(REMOVE_RAFT_VOTER)
+            run_with_client(props, to_controllers, remove)
+        except (KafkaError, UnsupportedApiError) as exc:
+            return _report_failure(exc)
     # Kafka's format string leaves two spaces after the verb.
     verb = "DRY RUN of removing " if dry_run else "Removed "
-    print(f"{verb} KRaft controller {controller_id} with directory id {directory_id}")
+    print(f"{verb} KRaft controller {controller_id} with directory id "
+          f"{uuid_to_kafka_str(directory_uuid)}")
     return 0
 
 
@@ -338,7 +393,7 @@ def execute(args: argparse.Namespace) -> int:
                 return await client.describe_quorum()
 
             quorum = run_with_client(props, to_controllers, replication)
-            print(pretty_table(REPLICATION_HEADERS,
+            print(pretty_table(replication_headers(quorum),
                                replication_rows(quorum, args.human_readable)))
             return 0
         if args.status:

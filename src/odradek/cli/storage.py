@@ -4,6 +4,15 @@
 directory of `log.dirs` and `metadata.log.dir`, with Kafka's checks and messages. The functions
 used by `format` (`log_directories`, `load_ensemble`, `verify_ensemble`, `format_directories`)
 are shared with `odradek server-start`, which formats a fresh single-node setup itself.
+
+Dynamic controller quorums (KIP-853, Kafka 4.0's flags): `--standalone`, `--initial-controllers`
+and `--no-initial-controllers` are for nodes whose `controller.quorum.voters` is empty (they
+find the quorum through `controller.quorum.bootstrap.servers`). With the first two, the metadata
+log directory also gets the bootstrap snapshot
+`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`: kraft.version 1 and a
+VotersRecord of the initial voters, each with one endpoint under the first name of
+`controller.listener.names`. A voter's directory.id in its metadata directory's meta.properties
+is the one its voter entry names (a random one with `--standalone`).
 """
 
 from __future__ import annotations
@@ -12,12 +21,19 @@ import os
 import re
 import secrets
 import sys
+import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TextIO
 
 from odradek.cli.common import ToolArgumentParser, ToolError, configure_logging, run_tool
+from odradek.config.listeners import Endpoint, parse_endpoints
 from odradek.controller import features
+from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
+from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC
+from odradek.raft.snapshot import FileSnapshotStore, OffsetAndEpoch, bootstrap_snapshot
+from odradek.raft.voters import KRAFT_VERSION_DYNAMIC, Voter, VoterSet
 from odradek.server.config import ConfigError, KafkaConfig
 from odradek.storage.checkpoint import (
     META_PROPERTIES,
@@ -153,9 +169,12 @@ def verify_ensemble(ensemble: Mapping[str, dict[str, str] | None], cluster_id: s
             directory_ids[directory_id] = directory
 
 
-def write_directory(directory: str, cluster_id: str, node_id: int, taken_ids: set[str]) -> None:
-    """Creates `directory` if needed and writes its meta.properties with a fresh directory.id."""
-    directory_id = random_directory_id(taken_ids)
+def write_directory(directory: str, cluster_id: str, node_id: int, taken_ids: set[str],
+                    directory_id: str | None = None) -> None:
+    """Creates `directory` if needed and writes its meta.properties with `directory_id` (a
+    fresh one when None)."""
+    if directory_id is None:
+        directory_id = random_directory_id(taken_ids)
     try:
         os.makedirs(directory, exist_ok=True)
         write_meta_properties(directory, cluster_id, node_id, directory_id)
@@ -164,10 +183,181 @@ def write_directory(directory: str, cluster_id: str, node_id: int, taken_ids: se
     taken_ids.add(directory_id)
 
 
+# ------------------------------------------------------------------------------------------------
+# dynamic quorums (KIP-853)
+
+
+@dataclass(frozen=True)
+class DynamicVoter:
+    """One `--initial-controllers` entry (Kafka's DynamicVoter): `id@host:port:directoryId`."""
+
+    node_id: int
+    host: str
+    port: int
+    directory_id: uuid.UUID
+
+    def voter(self, controller_listener: str) -> Voter:
+        """The voter it makes: its one endpoint under the first controller listener name."""
+        return Voter(self.node_id, self.directory_id,
+                     {controller_listener: (self.host, self.port)})
+
+
+class _ParseError(ValueError):
+    """Kafka's IllegalArgumentException from DynamicVoter(s).parse: StorageTool does not catch
+    it, so the JVM reports it as an uncaught exception."""
+
+    def tool_error(self) -> ToolError:
+        return ToolError(f'Exception in thread "main" java.lang.IllegalArgumentException: {self}')
+
+
+def _parse_int(text: str) -> int:
+    # Java's Integer.parseInt: an optional sign and decimal digits, in the int range.
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -2**31 <= int(text) < 2**31:
+        raise ValueError(text)
+    return int(text)
+
+
+def parse_dynamic_voter(text: str) -> DynamicVoter:
+    """Kafka's DynamicVoter.parse, with its messages."""
+    text = text.strip()
+    at = text.find("@")
+    if at < 0:
+        raise _ParseError("No @ found in dynamic voter string.")
+    if at == 0:
+        raise _ParseError("Invalid @ at beginning of dynamic voter string.")
+    try:
+        node_id = _parse_int(text[:at])
+    except ValueError:
+        raise _ParseError("Failed to parse node id in dynamic voter string.") from None
+    if node_id < 0:
+        raise _ParseError(f"Invalid negative node id {node_id} in dynamic voter string.")
+    rest = text[at + 1:]
+    if not rest:
+        raise _ParseError("No hostname found after node id.")
+    if rest.startswith("["):
+        end = rest.find("]")
+        if end < 0:
+            raise _ParseError("Hostname began with left bracket, but no right bracket was "
+                              "found.")
+        host, rest = rest[1:end], rest[end + 1:]
+    else:
+        end = rest.find(":")
+        if end < 0:
+            raise _ParseError("No colon following hostname could be found.")
+        host, rest = rest[:end], rest[end:]
+    if not rest.startswith(":"):
+        raise _ParseError("Port section must start with a colon.")
+    rest = rest[1:]
+    end = rest.find(":")
+    if end < 0:
+        raise _ParseError("No colon following port could be found.")
+    try:
+        port = _parse_int(rest[:end])
+    except ValueError:
+        raise _ParseError("Failed to parse port in dynamic voter string.") from None
+    if not 0 <= port <= 65535:
+        raise _ParseError(f"Invalid port {port} in dynamic voter string.")
+    try:
+        directory_id = kafka_str_to_uuid(rest[end + 1:])
+    except ValueError:
+        raise _ParseError("Failed to parse directory ID in dynamic voter string.") from None
+    return DynamicVoter(node_id, host, port, directory_id)
+
+
+def parse_dynamic_voters(text: str) -> dict[int, DynamicVoter]:
+    """Kafka's DynamicVoters.parse: comma-separated voters (empty entries skipped), by id."""
+    voters: dict[int, DynamicVoter] = {}
+    for entry in text.strip().split(","):
+        if not entry:
+            continue
+        voter = parse_dynamic_voter(entry)
+        if voter.node_id in voters:
+            raise _ParseError(f"Node id {voter.node_id} was specified more than once.")
+        voters[voter.node_id] = voter
+    if not voters:
+        raise _ParseError("No voters given.")
+    return dict(sorted(voters.items()))
+
+
+def advertised_controller_endpoint(config: KafkaConfig) -> Endpoint:
+    """Kafka's effectiveAdvertisedControllerListeners.head: the first controller listener as
+    `advertised.listeners` names it, else as `listeners` does (0.0.0.0 read as no host)."""
+    name = config.controller_listener_names[0] if config.controller_listener_names else None
+    advertised_text = config.get("advertised.listeners")
+    advertised = (parse_endpoints(advertised_text, config.listener_security_protocol_map,
+                                  "advertised.listeners", require_distinct_ports=False)
+                  if advertised_text is not None else [])
+    for endpoint in advertised:
+        if endpoint.name == name:
+            return endpoint
+    for endpoint in config.listeners:
+        if endpoint.name == name:
+            if endpoint.host == "0.0.0.0":
+                return Endpoint(endpoint.name, None, endpoint.port, endpoint.security_protocol)
+            return endpoint
+    raise ToolError("No controller listeners found.")
+
+
+def standalone_voter(config: KafkaConfig, taken_ids: set[str]) -> DynamicVoter:
+    """Kafka's createStandaloneDynamicVoters: this controller, at its advertised controller
+    endpoint (localhost when that has no host), with a fresh directory id."""
+    if not config.is_controller:
+        raise ToolError("You can only use --standalone on a controller.")
+    endpoint = advertised_controller_endpoint(config)
+    directory_id = kafka_str_to_uuid(random_directory_id(taken_ids))
+    return DynamicVoter(config.node_id, endpoint.host or "localhost", endpoint.port, directory_id)
+
+
+# Kafka's Formatter.DirectoryType descriptions, printed by a format with a dynamic-quorum flag.
+DATA_DIRECTORY = "data directory"
+STATIC_METADATA_DIRECTORY = "metadata directory"
+DYNAMIC_METADATA_NON_VOTER_DIRECTORY = "dynamic metadata directory"
+DYNAMIC_METADATA_VOTER_DIRECTORY = "dynamic metadata voter directory"
+
+
+def directory_type(directory: str, metadata_directory: str, node_id: int,
+                   initial_voters: Mapping[int, DynamicVoter] | None) -> str:
+    if directory != metadata_directory:
+        return DATA_DIRECTORY
+    if initial_voters is None:
+        return STATIC_METADATA_DIRECTORY
+    if node_id in initial_voters:
+        return DYNAMIC_METADATA_VOTER_DIRECTORY
+    return DYNAMIC_METADATA_NON_VOTER_DIRECTORY
+
+
+def metadata_partition_directory(metadata_log_dir: str) -> str:
+    """Where the metadata log and its snapshots live: `<metadata.log.dir>/__cluster_metadata-0`."""
+    return os.path.join(metadata_log_dir, f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+
+
+def write_bootstrap_snapshot(metadata_log_dir: str, voters: VoterSet,
+                             kraft_version: int = KRAFT_VERSION_DYNAMIC) -> str:
+    """Kafka's writeDynamicQuorumSnapshot: the 0-0 checkpoint with the initial voter set,
+    written atomically; returns its path."""
+    store = FileSnapshotStore(metadata_partition_directory(metadata_log_dir))
+    snapshot_id = OffsetAndEpoch(0, 0)
+    writer = store.new_writer(snapshot_id)
+    try:
+        writer.append(bootstrap_snapshot(voters, kraft_version, int(time.time() * 1000)))
+    except BaseException:
+        writer.abort()
+        raise
+    writer.freeze()
+    return str(store.path(snapshot_id))
+
+
 def format_directories(config: KafkaConfig, cluster_id: str, out: TextIO, *,
                        ignore_formatted: bool = False,
-                       release_version: str = LATEST_METADATA_VERSION) -> list[str]:
-    """Kafka's `kafka-storage.sh format` for one node; returns the directories it formatted."""
+                       release_version: str = LATEST_METADATA_VERSION,
+                       dynamic_quorum: bool = False,
+                       initial_voters: Mapping[int, DynamicVoter] | None = None) -> list[str]:
+    """Kafka's `kafka-storage.sh format` for one node; returns the directories it formatted.
+
+    `dynamic_quorum` (one of the KIP-853 flags was given) prints each directory's type as
+    Kafka 4.0 does; with `initial_voters` (`--standalone` / `--initial-controllers`) the metadata
+    log directory also gets the bootstrap snapshot with those voters, and this node's voter
+    entry names its directory.id."""
     validate_cluster_id(cluster_id)
     directories = log_directories(config)
     if not directories:
@@ -184,10 +374,29 @@ def format_directories(config: KafkaConfig, cluster_id: str, out: TextIO, *,
         return []
     taken_ids = {meta["directory.id"] for meta in ensemble.values()
                  if meta is not None and "directory.id" in meta}
+    if initial_voters is not None:
+        taken_ids.update(uuid_to_kafka_str(voter.directory_id)
+                         for voter in initial_voters.values())
+    metadata_directory = config.metadata_log_dir
     for directory in empty:
-        print(f"Formatting {_display(directory)} with metadata.version {release_version}.",
-              file=out)
-        write_directory(directory, cluster_id, config.node_id, taken_ids)
+        kind = directory_type(directory, metadata_directory, config.node_id, initial_voters)
+        shown_kind = f"{kind} " if dynamic_quorum else ""
+        print(f"Formatting {shown_kind}{_display(directory)} with metadata.version "
+              f"{release_version}.", file=out)
+        directory_id = None
+        if initial_voters is not None and kind != DATA_DIRECTORY:
+            # As Kafka: the snapshot first, then meta.properties (which marks it formatted).
+            listener = config.controller_listener_names[0]
+            voters = VoterSet([voter.voter(listener) for voter in initial_voters.values()])
+            try:
+                os.makedirs(directory, exist_ok=True)
+                write_bootstrap_snapshot(directory, voters)
+            except OSError as exc:
+                raise ToolError(f"Error while writing meta.properties file {directory}: "
+                                f"{exc}") from exc
+            if kind == DYNAMIC_METADATA_VOTER_DIRECTORY:
+                directory_id = uuid_to_kafka_str(initial_voters[config.node_id].directory_id)
+        write_directory(directory, cluster_id, config.node_id, taken_ids, directory_id)
     return empty
 
 
@@ -260,9 +469,25 @@ def _build_parser() -> ToolArgumentParser:
         "--release-version", "-r",
         help=f"The metadata.version to start with; at least 3.0-IV1, by default "
              f"{LATEST_METADATA_VERSION}.")
-    format_parser.add_argument(
+    quorum = format_parser.add_mutually_exclusive_group()
+    quorum.add_argument(
         "--standalone", "-s", action="store_true",
-        help="Format a controller as the only voter of a new single-node controller quorum.")
+        help="Used to initialize a controller as a single-node dynamic quorum. When setting this "
+             "flag, the controller.quorum.voters config must not be set, and "
+             "controller.quorum.bootstrap.servers is set instead.")
+    quorum.add_argument(
+        "--no-initial-controllers", "-N", action="store_true",
+        help="Used to initialize a server without specifying a dynamic quorum. When setting this "
+             "flag, the controller.quorum.voters config should not be set, and "
+             "controller.quorum.bootstrap.servers is set instead.")
+    quorum.add_argument(
+        "--initial-controllers", "-I",
+        help="Used to initialize a server with the specified dynamic quorum. The argument is a "
+             "comma-separated list of id@hostname:port:directory. The same values must be used "
+             "to format all nodes. For example: 0@example.com:8082:JEXY6aqzQY-32P5TStzaFg,"
+             "1@example.com:8083:MvDxzVmcRsaTz33bUuRU6A,2@example.com:8084:"
+             "07R5amHmR32VDA6jHkGbTA. When setting this flag, the controller.quorum.voters "
+             "config must not be set, and controller.quorum.bootstrap.servers is set instead.")
     return parser
 
 
@@ -273,16 +498,32 @@ def _load_config(path: str) -> KafkaConfig:
         raise ToolError(str(exc)) from exc
 
 
-def _check_standalone(config: KafkaConfig) -> None:
-    """--standalone makes this controller the whole initial quorum (Kafka 3.9's flag)."""
-    if not config.is_controller:
-        raise ToolError("You cannot use --standalone on a broker node.")
-    voters = config.quorum_voters
-    if voters and set(voters) != {config.node_id}:
-        raise ToolError("You cannot specify controller.quorum.voters with other voters and format "
-                        "the node with --standalone. If you want a single-node quorum, set "
-                        f"controller.quorum.voters to this node only ({config.node_id}@host:port) "
-                        "or use controller.quorum.bootstrap.servers instead.")
+def initial_voters_for_format(config: KafkaConfig, standalone: bool,
+                              initial_controllers: str | None,
+                              no_initial_controllers: bool) -> dict[int, DynamicVoter] | None:
+    """Kafka 4.0's StorageTool checks of the dynamic-quorum flags, in its order; the initial
+    voters to bootstrap (None: no bootstrap snapshot)."""
+    static_voters = bool(config.quorum_voters)
+    if static_voters and (initial_controllers is not None or standalone):
+        raise ToolError("You cannot specify controller.quorum.voters and format the node with "
+                        "--initial-controllers or --standalone. If you want to use dynamic "
+                        "quorum, please remove controller.quorum.voters and specify "
+                        "controller.quorum.bootstrap.servers instead.")
+    voters = None
+    if initial_controllers is not None:
+        try:
+            voters = parse_dynamic_voters(initial_controllers)
+        except _ParseError as exc:
+            raise exc.tool_error() from None
+    if standalone:
+        voter = standalone_voter(config, set())
+        voters = {voter.node_id: voter}
+    if (not no_initial_controllers and config.is_controller and not static_voters
+            and voters is None):
+        raise ToolError("Because controller.quorum.voters is not set on this controller, you "
+                        "must specify one of the following: --standalone, --initial-controllers, "
+                        "or --no-initial-controllers.")
+    return voters
 
 
 def _run(argv: list[str]) -> int:
@@ -302,10 +543,14 @@ def _run(argv: list[str]) -> int:
         return info(config, sys.stdout)
     release_version = (parse_release_version(args.release_version)
                        if args.release_version is not None else LATEST_METADATA_VERSION)
-    if args.standalone:
-        _check_standalone(config)
+    initial_voters = initial_voters_for_format(config, args.standalone,
+                                               args.initial_controllers,
+                                               args.no_initial_controllers)
+    dynamic_quorum = (args.standalone or args.no_initial_controllers
+                      or args.initial_controllers is not None)
     format_directories(config, args.cluster_id, sys.stdout,
-                       ignore_formatted=args.ignore_formatted, release_version=release_version)
+                       ignore_formatted=args.ignore_formatted, release_version=release_version,
+                       dynamic_quorum=dynamic_quorum, initial_voters=initial_voters)
     return 0
 
 
