@@ -217,7 +217,7 @@ class KraftClient:
         node that takes it; a KafkaError for the response's error."""
         deadline = self.cluster.deadline(timeout_ms)
 
-        async def ask(connection: Connection) -> bool | None:
+        async def ask(connection: Connection) -> m.Message | None:
             if not connection.supports(api_key):
                 raise UnsupportedApiError(api_key)
             response = await connection.send(build(int(deadline.remaining_ms())),
@@ -225,11 +225,11 @@ class KraftClient:
             if response.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER.code,
                                        ErrorCode.NOT_CONTROLLER.code):
                 return None  # not the quorum leader (or no controller): ask another node
-            if response.error_code != 0:
-                raise KafkaError(response.error_code, response.error_message)
-            return True
+            return response  # the leader's answer, final (not another node's to try)
 
-        await self._call(name, timeout_ms, ask)
+        response = await self._call(name, timeout_ms, ask)
+        if response.error_code != 0:
+            raise KafkaError(response.error_code, response.error_message)
 
     async def add_raft_voter(self, voter_id: int, directory_id: uuid.UUID,
                              endpoints: list[RaftVoterEndpoint],

@@ -976,10 +976,10 @@ class RaftClient:
             voters = self.voters
 
             def describe(replica: ReplicaState) -> Any:
-                directory_id = (self.directory_id if replica.node_id == self.node_id
-                                else replica.directory_id)
-                if replica.node_id in voters and voters.voter(replica.node_id).directory_id:
-                    directory_id = voters.voter(replica.node_id).directory_id
+                # A voter by its voter key (none for a static voter, as Kafka's), an observer
+                # by what its Fetch said.
+                directory_id = (voters.voter(replica.node_id).directory_id
+                                if replica.node_id in voters else replica.directory_id)
                 return D.ReplicaState(
                     replica_id=replica.node_id,
                     replica_directory_id=directory_id or msg.NO_DIRECTORY_ID,
@@ -1007,7 +1007,8 @@ class RaftClient:
     # ------------------------------------------------------------------------------------------
     # voter changes (KIP-853), on the leader
 
-    def _voter_change_refusal(self, now_ms: int) -> tuple[ErrorCode, str] | None:
+    def _voter_change_refusal(self, now_ms: int,
+                              action: str = "updating") -> tuple[ErrorCode, str] | None:
         """Kafka's checks before any voter change: leading, the HWM in this epoch (so every
         earlier change is known), kraft.version 1, no other change in flight."""
         state = self.quorum.state
@@ -1017,7 +1018,7 @@ class RaftClient:
             return (ErrorCode.REQUEST_TIMED_OUT, ("Request timed out waiting for leader to "
                     "establish HWM and fence previous voter changes"))
         if self.kraft_version < KRAFT_VERSION_DYNAMIC:
-            return (ErrorCode.UNSUPPORTED_VERSION, ("Cluster doesn't support changing voters "
+            return (ErrorCode.UNSUPPORTED_VERSION, (f"Cluster doesn't support {action} voter "
                     f"because the kraft.version feature is {self.kraft_version}"))
         entry = self.history.last_entry
         if self._voter_change is not None or (entry is not None
@@ -1052,9 +1053,10 @@ class RaftClient:
             self._voter_change = None
             return _voter_response(response_cls, ErrorCode.NONE, None)
         self._maybe_complete_voter_change(self.quorum.state, now_ms)
-        if self._voter_change is None and self._replies:
-            reply = self._replies.pop()
-            return reply.response
+        for reply in self._replies:  # committed at once (a lone voter): answer now
+            if reply.request_id == request_id and reply.destination == sender_id:
+                self._replies.remove(reply)
+                return reply.response
         return None
 
     def _maybe_complete_voter_change(self, state: EpochState, now_ms: int) -> None:
@@ -1084,7 +1086,7 @@ class RaftClient:
         R = m.AddRaftVoterResponse
         if not self._valid_cluster_id(request.cluster_id):
             return _voter_response(R, ErrorCode.INCONSISTENT_CLUSTER_ID, None)
-        refusal = self._voter_change_refusal(now_ms)
+        refusal = self._voter_change_refusal(now_ms, "adding")
         if refusal is not None:
             return _voter_response(R, *refusal)
         state = self.quorum.state
@@ -1121,7 +1123,7 @@ class RaftClient:
         R = m.RemoveRaftVoterResponse
         if not self._valid_cluster_id(request.cluster_id):
             return _voter_response(R, ErrorCode.INCONSISTENT_CLUSTER_ID, None)
-        refusal = self._voter_change_refusal(now_ms)
+        refusal = self._voter_change_refusal(now_ms, "removing")
         if refusal is not None:
             return _voter_response(R, *refusal)
         directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID

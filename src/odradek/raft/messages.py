@@ -222,3 +222,16 @@ def describe_quorum_request() -> m.DescribeQuorumRequest:
     return m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
         topic_name=METADATA_TOPIC,
         partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=METADATA_PARTITION)])])
+
+
+def describe_quorum_as_of(response: m.Message, version: int) -> m.Message:
+    """A DescribeQuorum answer cut to what `version` has: before v2, no directory ids and no
+    nodes (the fields would not encode)."""
+    if version >= 2 or not isinstance(response, m.DescribeQuorumResponse):
+        return response
+    response.nodes = []
+    for topic in response.topics or ():
+        for partition in topic.partitions or ():
+            for replica in (partition.current_voters or []) + (partition.observers or []):
+                replica.replica_directory_id = NO_DIRECTORY_ID
+    return response

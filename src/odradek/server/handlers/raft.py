@@ -47,7 +47,8 @@ class RaftApis:
         return await self.quorum.handle_request(req.replica_id, req)
 
     async def describe_quorum(self, ctx: RequestContext, req: m.DescribeQuorumRequest):
-        return await self.quorum.handle_request(-1, req)
+        return raft_messages.describe_quorum_as_of(
+            await self.quorum.handle_request(-1, req), ctx.api_version)
 
     # KIP-853: answered by the leader once the new voter set is committed (parked until then).
     async def add_raft_voter(self, ctx: RequestContext, req: m.AddRaftVoterRequest):
@@ -64,4 +65,5 @@ class RaftApis:
         if self.quorum.node_id not in self.quorum.voters:
             return raft_messages.top_level_error(m.DescribeQuorumResponse,
                                                  ErrorCode.NOT_CONTROLLER)
-        return await self.quorum.handle_request(-1, req)
+        return raft_messages.describe_quorum_as_of(
+            await self.quorum.handle_request(-1, req), ctx.api_version)
