@@ -47,6 +47,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ControlRecordType, iter_batches, iter_records
 from odradek.protocol.records.control import decode_control_key
 from odradek.raft import MemoryQuorumStateStore, MemoryRaftLog, RaftClient, RaftConfig
@@ -54,8 +56,6 @@ from odradek.raft.client import CommittedSnapshot, OutboundReply, OutboundReques
 from odradek.raft.log import OffsetAndEpoch
 from odradek.raft.messages import API_VERSIONS
 from odradek.raft.quorum_state import ElectionState
-from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
 from odradek.raft.snapshot import bootstrap_snapshot, clean_snapshots
 from odradek.raft.voters import KRAFT_VERSION_DYNAMIC, Voter, VoterSet
 

@@ -57,8 +57,8 @@ from odradek.metadata.image import (
     replay_records,
 )
 from odradek.protocol import messages as m
-from odradek.protocol.messages import API_BY_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from odradek.protocol.messages import API_BY_KEY
 from odradek.protocol.records import iter_batches, iter_records
 from odradek.raft import (
     CommittedBatch,
@@ -81,7 +81,7 @@ from odradek.raft.snapshot import (
     clean_snapshots,
     read_snapshot,
 )
-from odradek.raft.voters import VoterSet, VoterSetHistory
+from odradek.raft.voters import VoterSetHistory
 from odradek.storage.log import Log
 
 log = logging.getLogger("odradek.quorum")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.config import describe as config_describe
-from odradek.config.describe import ConfigEntry, ConfigSource
+from odradek.config.describe import ConfigEntry
 from odradek.controller.controller import TopicSpec
 from odradek.controller.features import FeatureUpdate, upgrade_type_of
 from odradek.controller.replication_control import ELECTION_PREFERRED
@@ -191,7 +191,6 @@ class AdminApis:
             for name, result in results.items()])
 
     def describe_configs(self, ctx: RequestContext, req: m.DescribeConfigsRequest):
-        version = ctx.api_version
         R = m.DescribeConfigsResponse
         results = []
         for res in req.resources:
