@@ -529,8 +529,10 @@ class RaftClient:
             return
         for voter in state.non_acknowledging_voters():
             if self.requests.is_ready(voter, now_ms):
-                self._send(voter, msg.begin_epoch_request(self.cluster_id, state.epoch,
-                                                          self.node_id), now_ms, out)
+                self._send(voter, msg.begin_epoch_request(
+                    self.cluster_id, state.epoch, self.node_id, voter,
+                    self.voters.voter(voter).directory_id if voter in self.voters else None,
+                    self.local_endpoints), now_ms, out)
 
     def _poll_candidate(self, state: CandidateState, now_ms: int,
                         out: list[OutboundRequest | OutboundReply]) -> None:
@@ -819,6 +821,13 @@ class RaftClient:
 
     def _handle_begin_epoch(self, request: m.BeginQuorumEpochRequest,
                             now_ms: int) -> m.Message:
+        partition = msg.single_partition(request)
+        endpoints = {e.name: (e.host, e.port) for e in request.leader_endpoints or ()}
+        endpoint = (endpoints.get(self.listener) if self.listener is not None
+                    else next(iter(endpoints.values()), None))
+        if partition is not None and endpoint is not None and partition.leader_id != self.node_id:
+            # How to reach a leader this node may not know as a voter yet (KIP-853).
+            self.endpoints[partition.leader_id] = endpoint
         refused, _partition, error = self._accept_epoch_notice(
             request, m.BeginQuorumEpochResponse, now_ms)
         if refused is not None:

@@ -1,6 +1,7 @@
 """The Kafka messages Raft exchanges, built and unpacked for the one metadata partition.
 
-Versions: Vote v1 (names the voter asked and both directory ids, KIP-853), BeginQuorumEpoch and
+Versions: Vote v1 (names the voter asked and both directory ids, KIP-853), BeginQuorumEpoch v1
+(with the leader's endpoints: a voter that does not know the leader yet can follow it),
 EndQuorumEpoch v0, Fetch v17 (ReplicaState, topic id, the fetcher's directory id; the answer
 names the leader's endpoint, so an observer that asked a bootstrap server finds the leader),
 FetchSnapshot v0, DescribeQuorum v2 (directory ids and the voters' listeners); AddRaftVoter,
@@ -22,7 +23,7 @@ from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOP
 # The version each API is encoded at (the simulation's network and the network layer).
 API_VERSIONS: dict[type[m.Message], int] = {
     m.VoteRequest: 1, m.VoteResponse: 1,
-    m.BeginQuorumEpochRequest: 0, m.BeginQuorumEpochResponse: 0,
+    m.BeginQuorumEpochRequest: 1, m.BeginQuorumEpochResponse: 1,
     m.EndQuorumEpochRequest: 0, m.EndQuorumEpochResponse: 0,
     m.FetchRequest: 17, m.FetchResponse: 17,
     m.FetchSnapshotRequest: 0, m.FetchSnapshotResponse: 0,
@@ -88,12 +89,17 @@ def vote_response(error: ErrorCode, leader_id: int | None, epoch: int,
 
 
 # -- BeginQuorumEpoch
-def begin_epoch_request(cluster_id: str, epoch: int,
-                        leader_id: int) -> m.BeginQuorumEpochRequest:
-    return m.BeginQuorumEpochRequest(cluster_id=cluster_id, topics=[
-        m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
-            m.BeginQuorumEpochRequest.PartitionData(partition_index=METADATA_PARTITION,
-                                                    leader_id=leader_id, leader_epoch=epoch)])])
+def begin_epoch_request(cluster_id: str, epoch: int, leader_id: int, voter_id: int = -1,
+                        voter_directory_id: uuid.UUID | None = None,
+                        leader_endpoints: Mapping[str, tuple[str, int]] | None = None,
+                        ) -> m.BeginQuorumEpochRequest:
+    R = m.BeginQuorumEpochRequest
+    return R(cluster_id=cluster_id, voter_id=voter_id, topics=[
+        R.TopicData(topic_name=METADATA_TOPIC, partitions=[
+            R.PartitionData(partition_index=METADATA_PARTITION,
+                            voter_directory_id=voter_directory_id or NO_DIRECTORY_ID,
+                            leader_id=leader_id, leader_epoch=epoch)])],
+        leader_endpoints=listeners_of(leader_endpoints or {}, R.LeaderEndpoint))
 
 
 def begin_epoch_response(error: ErrorCode, leader_id: int | None,
