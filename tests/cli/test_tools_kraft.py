@@ -192,13 +192,13 @@ def test_features_refusals(node, capsys):
     assert describe(capsys, node)[0] == "3.8-IV0"
 
 
-def test_features_update_on_a_controller_listener_is_unsupported(node, capsys):
-    """Odradek's controller listeners do not serve UpdateFeatures (brokers forward it)."""
+def test_features_update_on_a_controller_listener(node, capsys):
+    """Controller listeners serve UpdateFeatures (Kafka 4.0: listeners controller and broker),
+    carried out by the active controller."""
     code, out, err = run(capsys, features, "--bootstrap-controller",
                          f"127.0.0.1:{node.controller_port}", "upgrade", "--metadata", "3.8")
-    assert (code, err) == (1, "1 out of 1 operation(s) failed.\n")
-    assert out == ("Could not upgrade metadata.version to 20. The node does not support "
-                   "UPDATE_FEATURES\n")
+    assert (code, err) == (0, "")
+    assert out == "metadata.version was upgraded to 20.\n"
 
 
 # ------------------------------------------------------------------------------------------

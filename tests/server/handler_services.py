@@ -207,7 +207,7 @@ class HandlerNode:
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),
             envelope=EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
-                api_key, version, FORWARDED))),
+                api_key, version, FORWARDED)), admin=self.admin_apis),
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,

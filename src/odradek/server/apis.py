@@ -74,6 +74,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
     60: 0,  # DescribeCluster
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
+    57: 0,  # UpdateFeatures (carried out by the active controller; NOT_CONTROLLER elsewhere)
     80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -166,8 +167,8 @@ def forwarded_handler_table(admin: AdminApis, raft: RaftApis) -> dict[int, Handl
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
-                             controller: ControllerApis,
-                             envelope: EnvelopeApis) -> dict[int, Handler]:
+                             controller: ControllerApis, envelope: EnvelopeApis,
+                             admin: AdminApis) -> dict[int, Handler]:
     """The handler of every API served on controller listeners."""
     return {
         1: raft.fetch,
@@ -183,6 +184,7 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         60: metadata.describe_cluster,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,
+        57: admin.update_features,
         67: controller.allocate_producer_ids,
         80: raft.add_raft_voter,
         81: raft.remove_raft_voter,

@@ -416,7 +416,7 @@ class Broker:
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
                                                 controller=self.controller_apis,  # type: ignore[arg-type]
-                                                envelope=envelope),
+                                                envelope=envelope, admin=admin),
                        CONTROLLER_LISTENER)
         if replica_manager is None:
             return  # a dedicated controller: no broker listener
