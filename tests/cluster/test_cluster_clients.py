@@ -250,9 +250,15 @@ def replication(cluster: QuorumCluster, via: int) -> dict[int, list[str]]:
     out = run_quorum_tool("--bootstrap-server", bootstrap(cluster, via), "describe",
                           "--replication")
     rows = [[cell.strip() for cell in line.split("\t")[:-1]] for line in out.splitlines()]
-    assert rows[0] == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+    # Kafka 4.0's table (DescribeQuorum v2): a DirectoryId column, left out here.
+    assert rows[0] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
                        "LastCaughtUpTimestamp", "Status"]
-    return {int(row[0]): row[1:] for row in rows[1:]}
+    return {int(row[0]): row[2:] for row in rows[1:]}
+
+
+def ids_of(replicas: str) -> list[int]:
+    """The ids in a `CurrentVoters:` / `CurrentObservers:` line (Kafka 4.0's JSON objects)."""
+    return [int(n) for n in re.findall(r'"id": (\d+)', replicas)]
 
 
 def test_metadata_quorum_describes_voters_and_a_broker_only_observer(cluster):
@@ -262,7 +268,10 @@ def test_metadata_quorum_describes_voters_and_a_broker_only_observer(cluster):
     assert int(before["LeaderId"]) == leader_id
     assert int(before["LeaderEpoch"]) == epoch
     assert int(before["HighWatermark"]) > 0
-    assert before["CurrentVoters"] == "[1,2,3]"
+    assert ids_of(before["CurrentVoters"]) == [1, 2, 3]
+    # Static voters: no directory ids, each with its controller endpoint.
+    assert before["CurrentVoters"].count('"endpoints": ["CONTROLLER://') == 3
+    assert "directoryId" not in before["CurrentVoters"]
     assert before["CurrentObservers"] == "[]"
 
     node4 = cluster.nodes[BROKER_ONLY]
@@ -277,8 +286,8 @@ def test_metadata_quorum_describes_voters_and_a_broker_only_observer(cluster):
     # Asked through the broker-only node (not a voter: it does not answer DescribeQuorum
     # itself; the tool goes on to the brokers its Metadata names).
     after = status(cluster, BROKER_ONLY)
-    assert after["CurrentVoters"] == "[1,2,3]"
-    assert str(BROKER_ONLY) in after["CurrentObservers"].strip("[]").split(",")
+    assert ids_of(after["CurrentVoters"]) == [1, 2, 3]
+    assert BROKER_ONLY in ids_of(after["CurrentObservers"])
     assert int(after["HighWatermark"]) >= int(before["HighWatermark"])
 
     def observer_caught_up() -> list[str] | None:

@@ -315,6 +315,8 @@ class MetadataQuorum:
             config=self.raft_config, flush_in_poll=False, directory_id=self.directory_id,
             listener=self.listener, local_endpoints=self.local_endpoints,
             bootstrap=self.bootstrap, history=self._history)
+        # Static voters' addresses: DescribeQuorum v2 lists every voter's endpoint.
+        self._client.endpoints.update(self.voter_endpoints)
         log.info("metadata quorum started: %r, voters %s", self._client, sorted(self.voters))
         self._driver = asyncio.get_running_loop().create_task(self._drive())
 
