@@ -109,6 +109,7 @@ from odradek.raft.voters import (
     Voter,
     VoterSet,
     VoterSetHistory,
+    directory_id_or_none,
     voter_set_from_record,
 )
 
@@ -726,8 +727,7 @@ class RaftClient:
             return ErrorCode.FENCED_LEADER_EPOCH
         if remote_id < 0 or remote_id == self.node_id:
             return ErrorCode.INVALID_REQUEST
-        directory_id = (None if voter_directory_id in (None, msg.NO_DIRECTORY_ID)
-                        else voter_directory_id)
+        directory_id = directory_id_or_none(voter_directory_id)
         # Not whether this node sees itself as a voter: a voter added while it was away has
         # an older set, and must still vote (Kafka's isValidVoterKey).
         if voter_id != self.node_id or (
@@ -1101,8 +1101,7 @@ class RaftClient:
         state = self.quorum.state
         assert isinstance(state, LeaderState)
         voter_id = request.voter_id
-        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
-                        else request.voter_directory_id)
+        directory_id = directory_id_or_none(request.voter_directory_id)
         if voter_id in self.voters:
             return _voter_response(R, ErrorCode.DUPLICATE_VOTER,
                                    f"The voter id for {voter_id} is already part of the set "
@@ -1135,8 +1134,7 @@ class RaftClient:
         refusal = self._voter_change_refusal(now_ms, "removing")
         if refusal is not None:
             return _voter_response(R, *refusal)
-        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
-                        else request.voter_directory_id)
+        directory_id = directory_id_or_none(request.voter_directory_id)
         voter_id = request.voter_id
         if voter_id not in self.voters or self.voters.voter(voter_id).directory_id != directory_id:
             return _voter_response(R, ErrorCode.VOTER_NOT_FOUND,
@@ -1164,8 +1162,7 @@ class RaftClient:
         if refusal is not None:
             return self._update_voter_response(refusal[0])
         voter_id = request.voter_id
-        directory_id = (None if request.voter_directory_id == msg.NO_DIRECTORY_ID
-                        else request.voter_directory_id)
+        directory_id = directory_id_or_none(request.voter_directory_id)
         if not self.voters.is_voter(voter_id, directory_id):
             return self._update_voter_response(ErrorCode.VOTER_NOT_FOUND)
         endpoints = {listener.name: (listener.host, listener.port)

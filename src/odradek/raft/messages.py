@@ -19,6 +19,7 @@ from typing import Any
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
+from odradek.raft.voters import NO_DIRECTORY_ID, directory_id_or_none
 
 # The version each API is encoded at (the simulation's network and the network layer).
 API_VERSIONS: dict[type[m.Message], int] = {
@@ -30,7 +31,7 @@ API_VERSIONS: dict[type[m.Message], int] = {
     m.DescribeQuorumRequest: 2, m.DescribeQuorumResponse: 2,
     m.UpdateRaftVoterRequest: 0, m.UpdateRaftVoterResponse: 0,
 }
-NO_DIRECTORY_ID = uuid.UUID(int=0)
+
 
 NO_LEADER = -1
 
@@ -144,8 +145,7 @@ def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: in
 
 
 def fetch_directory_id(partition: Any) -> uuid.UUID | None:
-    directory_id = getattr(partition, "replica_directory_id", None)
-    return None if directory_id in (None, NO_DIRECTORY_ID) else directory_id
+    return directory_id_or_none(getattr(partition, "replica_directory_id", None))
 
 
 def fetch_replica_id(request: m.FetchRequest) -> int:

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from odradek.protocol import messages as m
-from odradek.protocol.ids import kafka_str_to_uuid
 
 # kraft.version: 0 = static voters from the config, 1 = voters in the log (KIP-853).
 KRAFT_VERSION_STATIC = 0
@@ -26,17 +25,17 @@ SUPPORTED_KRAFT_VERSIONS = (KRAFT_VERSION_STATIC, KRAFT_VERSION_DYNAMIC)
 NO_DIRECTORY_ID = uuid.UUID(int=0)
 
 
+def directory_id_or_none(directory_id: uuid.UUID | None) -> uuid.UUID | None:
+    """A directory id off the wire: the zero uuid (none given) as None."""
+    return None if directory_id in (None, NO_DIRECTORY_ID) else directory_id
+
+
 @dataclass(frozen=True)
 class Voter:
     node_id: int
     directory_id: uuid.UUID | None = None  # KIP-853 voter key; None with static voters
     endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)  # listener -> host/port
     kraft_versions: tuple[int, int] = SUPPORTED_KRAFT_VERSIONS  # supported (min, max)
-
-    @property
-    def key(self) -> tuple[int, uuid.UUID | None]:
-        """Kafka's ReplicaKey: the id and the directory id."""
-        return (self.node_id, self.directory_id)
 
     def endpoint(self, listener: str | None = None) -> tuple[str, int] | None:
         """The endpoint on `listener`, or the first one (Kafka's default listener is the first
@@ -211,10 +210,9 @@ def voter_set_from_record(record: m.VotersRecord) -> VoterSet:
     out = []
     for voter in record.voters:
         feature = voter.kraft_version_feature
-        directory_id = voter.voter_directory_id
         out.append(Voter(
             voter.voter_id,
-            None if directory_id == NO_DIRECTORY_ID else directory_id,
+            directory_id_or_none(voter.voter_directory_id),
             {endpoint.name: (endpoint.host, endpoint.port) for endpoint in voter.endpoints},
             (feature.min_supported_version, feature.max_supported_version)))
     return VoterSet(out)
@@ -222,21 +220,3 @@ def voter_set_from_record(record: m.VotersRecord) -> VoterSet:
 
 def kraft_version_record(kraft_version: int) -> m.KRaftVersionRecord:
     return m.KRaftVersionRecord(version=0, kraft_version=kraft_version)
-
-
-def parse_initial_controllers(text: str) -> list[tuple[int, str, int, uuid.UUID]]:
-    """`--initial-controllers` of `storage format`: comma-separated `id@host:port:directoryId`
-    (the directory id in Kafka's base64 form) -> [(id, host, port, directory id)]."""
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        node, sep, rest = item.partition("@")
-        host_port, sep2, directory = rest.rpartition(":")
-        host, sep3, port = host_port.rpartition(":")
-        if not (sep and sep2 and sep3) or not node.isdigit() or not port.isdigit():
-            raise ValueError(f"Unable to parse controller {item!r}: expected "
-                             "id@host:port:directoryId")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        out.append((int(node), host, int(port), kafka_str_to_uuid(directory)))
-    return out
