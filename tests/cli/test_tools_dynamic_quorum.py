@@ -2,10 +2,6 @@
 `storage format --standalone` / `--no-initial-controllers`, then `metadata-quorum
 add-controller` / `remove-controller` and `describe` in Kafka 4.0's format.
 
-NEEDS THE SERVER SIDE of dynamic quorums (the Raft client reading its voters from the
-bootstrap checkpoint when controller.quorum.voters is empty, AddRaftVoter / RemoveRaftVoter
-served on the controller listener and forwarded by brokers, DescribeQuorum v2 with directory
-ids and nodes): until that lands these tests fail; they are not skipped on purpose.
 """
 
 from __future__ import annotations
