@@ -1,7 +1,6 @@
 """A dynamic controller quorum (KIP-853) of real processes, grown and shrunk with the tools:
 `storage format --standalone` / `--no-initial-controllers`, then `metadata-quorum
 add-controller` / `remove-controller` and `describe` in Kafka 4.0's format.
-
 """
 
 from __future__ import annotations
