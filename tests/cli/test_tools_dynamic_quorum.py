@@ -52,6 +52,22 @@ def voter_text(node: ClusterNode) -> str:
             f'["CONTROLLER://{HOST}:{node.controller_port}"]}}')
 
 
+def _with_node_logs(test):
+    """On failure, the nodes' log tails go with the error: a timeout alone does not say
+    which node stopped or why."""
+    def run(tmp_path, capsys):
+        try:
+            test(tmp_path, capsys)
+        except (AssertionError, TimeoutError) as error:
+            tails = "".join(f"\n--- {log.parent.name} ---\n"
+                            + "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+                            for log in sorted(tmp_path.glob("node-*/node.log")))
+            raise type(error)(f"{error}{tails}") from error
+    run.__name__ = test.__name__
+    return run
+
+
+@_with_node_logs
 def test_grow_and_shrink_a_standalone_quorum(tmp_path, capsys):
     short_calls = tmp_path / "short_calls.properties"
     short_calls.write_text("default.api.timeout.ms=5000\n")
@@ -68,8 +84,12 @@ def test_grow_and_shrink_a_standalone_quorum(tmp_path, capsys):
         first.start()
         second.start()
         # Node 1 alone is the quorum; node 2 follows it as an observer.
-        wait_until(lambda: re.search(r'^CurrentObservers:.*"id": 2',
-                                     status(capsys, bootstrap, short_calls), re.MULTILINE),
+        def observed() -> bool:
+            for node in (first, second):
+                node.check_alive()
+            return bool(re.search(r'^CurrentObservers:.*"id": 2',
+                                  status(capsys, bootstrap, short_calls), re.MULTILINE))
+        wait_until(observed,
                    START_TIMEOUT_S, interval=0.5, message="node 2 to observe the quorum")
         out = status(capsys, bootstrap, short_calls)
         assert "LeaderId:               1\n" in out
