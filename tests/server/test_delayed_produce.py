@@ -37,10 +37,14 @@ def _hold_back_high_watermark(broker: InProcessBroker, topic: str) -> None:
 
 
 def _follower_fetched(broker: InProcessBroker, topic: str, offset: int) -> int:
-    """The follower reports it has everything below `offset`; returns the high watermark."""
+    """The follower fetches from `offset` (so it has everything below); returns the high
+    watermark."""
     def fetched_up_to() -> int:
         replica_manager = broker.broker.replica_manager
-        replica_manager.update_follower_fetch_state(topic, 0, FOLLOWER, offset)
+        result = replica_manager.read_for_follower(
+            topic, 0, FOLLOWER, -1, offset, 0, 1 << 20, current_leader_epoch=-1,
+            min_one_batch=True, last_fetched_epoch=-1)
+        assert result.error == ErrorCode.NONE
         return replica_manager.partitions[(topic, 0)].log.high_watermark
     return broker.call(fetched_up_to)
 

@@ -62,6 +62,14 @@ def in_event_loop(test: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def follower_fetched(partition: Partition, replica: int, fetch_offset: int, now_ms: int) -> bool:
+    """A follower's fetch from `fetch_offset` as the leader records it; whether the high
+    watermark moved."""
+    moved, _expansion = partition.update_follower_fetch_state(
+        replica, fetch_offset, 0, partition.log.log_end_offset, -1, now_ms)
+    return moved
+
+
 async def settle() -> None:
     for _ in range(3):
         await asyncio.sleep(0)
@@ -231,20 +239,20 @@ def test_with_a_follower_in_the_isr_the_commit_waits_for_its_fetch(cluster: Clus
         assert first.committed is not None and second.committed is not None
         assert partition.log.high_watermark == 0
         now = cluster.clock.time_ms()
-        assert partition.update_follower_fetch_state(FOLLOWER, 2, now)  # has 0..1
+        assert follower_fetched(partition, FOLLOWER, 2, now)  # has 0..1
         assert partition.log.high_watermark == 2
         await settle()
         assert not first.committed.done()
-        assert partition.update_follower_fetch_state(FOLLOWER, 3, now)
+        assert follower_fetched(partition, FOLLOWER, 3, now)
         await settle()
         assert first.committed.result() == 2 and first.outcome() == ErrorCode.NONE
         assert not second.committed.done()
-        assert not partition.update_follower_fetch_state(FOLLOWER, 3, now)  # no progress
-        partition.update_follower_fetch_state(FOLLOWER, 5, now)
+        assert not follower_fetched(partition, FOLLOWER, 3, now)  # no progress
+        follower_fetched(partition, FOLLOWER, 5, now)
         assert second.outcome() == ErrorCode.NONE
         assert partition.followers[FOLLOWER].last_fetch_ms == now
         with pytest.raises(KafkaError) as excinfo:
-            partition.update_follower_fetch_state(OTHER, 5, now)
+            follower_fetched(partition, OTHER, 5, now)
         assert excinfo.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     run(scenario)
@@ -259,7 +267,7 @@ def test_wait_for_commit_completes_when_the_follower_catches_up(cluster: Cluster
             cluster.replica_manager.wait_for_commit([pending], timeout_ms=30_000))
         await settle()
         assert not waiting.done()
-        cluster.partition().update_follower_fetch_state(FOLLOWER, 1, cluster.clock.time_ms())
+        follower_fetched(cluster.partition(), FOLLOWER, 1, cluster.clock.time_ms())
         await asyncio.wait_for(waiting, SAFETY_TIMEOUT_S)
         assert pending.outcome() == ErrorCode.NONE
         assert cluster.clock.pending_timers == 0
@@ -425,7 +433,7 @@ def test_a_retry_of_an_uncommitted_batch_waits_for_its_commit(cluster: Cluster) 
         retry = cluster.append(2, **producer)
         assert retry.result.last_offset == 1
         assert retry.committed is not None and not retry.committed.done()
-        cluster.partition().update_follower_fetch_state(FOLLOWER, 2, cluster.clock.time_ms())
+        follower_fetched(cluster.partition(), FOLLOWER, 2, cluster.clock.time_ms())
         assert original.outcome() == retry.outcome() == ErrorCode.NONE
 
     run(scenario)
@@ -448,7 +456,7 @@ def test_high_watermark_isolation_hides_uncommitted_data(cluster: Cluster) -> No
         assert read(FetchIsolation.HIGH_WATERMARK) == []
         assert read(FetchIsolation.TXN_COMMITTED) == []
         assert [h.last_offset for h in read(FetchIsolation.LOG_END)] == [2, 4]
-        cluster.partition().update_follower_fetch_state(FOLLOWER, 3, cluster.clock.time_ms())
+        follower_fetched(cluster.partition(), FOLLOWER, 3, cluster.clock.time_ms())
         result = rm.read(TOPIC, 0, 0, 1 << 20, -1, FetchIsolation.HIGH_WATERMARK, True)
         assert (result.high_watermark, result.last_stable_offset, result.log_start_offset,
                 result.leader_epoch) == (3, 3, 0, 0)
@@ -493,7 +501,7 @@ def test_fetch_position_and_readable_bytes_follow_the_isolation(cluster: Cluster
     first_batch = headers_of(log.read(0, 1 << 20).read_bytes())[0].size
     assert rm.readable_bytes(TOPIC, 0, start, FetchIsolation.HIGH_WATERMARK) == 0
     assert rm.readable_bytes(TOPIC, 0, start, FetchIsolation.LOG_END) == log.size_in_bytes
-    cluster.partition().update_follower_fetch_state(FOLLOWER, 3, cluster.clock.time_ms())
+    follower_fetched(cluster.partition(), FOLLOWER, 3, cluster.clock.time_ms())
     assert rm.readable_bytes(TOPIC, 0, start, FetchIsolation.HIGH_WATERMARK) == first_batch
     middle = rm.fetch_position(TOPIC, 0, 4)  # inside the second batch: where it starts
     assert middle is not None and middle.position == first_batch
@@ -514,7 +522,7 @@ def test_offset_for_timestamp_stops_at_the_high_watermark(cluster: Cluster) -> N
     base = cluster.clock.time_ms() - 10_000
     cluster.append(3, timestamps=[base, base + 10, base + 20])  # offsets 0..2
     cluster.append(2, timestamps=[base + 30, base + 40])  # offsets 3..4
-    cluster.partition().update_follower_fetch_state(FOLLOWER, 3, cluster.clock.time_ms())
+    follower_fetched(cluster.partition(), FOLLOWER, 3, cluster.clock.time_ms())
     hw_isolation = FetchIsolation.HIGH_WATERMARK
 
     def lookup(timestamp: int, isolation: FetchIsolation = hw_isolation) -> tuple[int, ...]:
@@ -553,7 +561,7 @@ def test_delete_records_moves_the_low_watermark_up_to_the_high_watermark(
     rm = cluster.replica_manager
     cluster.append(3)
     cluster.append(2)
-    cluster.partition().update_follower_fetch_state(FOLLOWER, 3, cluster.clock.time_ms())
+    follower_fetched(cluster.partition(), FOLLOWER, 3, cluster.clock.time_ms())
     for beyond in (4, -7):
         with pytest.raises(KafkaError) as excinfo:
             rm.delete_records(TOPIC, 0, beyond)

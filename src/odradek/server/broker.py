@@ -41,6 +41,7 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.ids import kafka_str_to_uuid
 from odradek.raft import RaftConfig
+from odradek.server.alter_partition import AlterPartitionManager
 from odradek.server.apis import (
     BROKER_LISTENER,
     CONTROLLER_LISTENER,
@@ -70,6 +71,7 @@ from odradek.server.network import (
     RequestContext,
 )
 from odradek.server.raft_channel import RaftChannel
+from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
@@ -112,6 +114,8 @@ class Broker:
         self.controller_apis: ControllerApis | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.controller_channel: RaftChannel | None = None
+        self.replica_fetchers: ReplicaFetcherManager | None = None
+        self.alter_partitions: AlterPartitionManager | None = None
         # This node's controller endpoints (listener -> host/port) as Raft tells its peers;
         # filled in once the listeners are bound (a port may be 0 in the config).
         self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
@@ -179,8 +183,7 @@ class Broker:
         if register_first:
             await self._join_cluster()
         if is_broker:
-            self.replica_manager = ReplicaManager(self.node_id, self.log_manager,  # type: ignore[arg-type]
-                                                  self.default_log_config)
+            self.replica_manager = self._build_replication()
             self.replica_manager.apply_image(self.image)
             self.metadata_cache.subscribe(self.replica_manager.apply_image)
             # Follows the leadership of the __consumer_offsets partitions (after the replica
@@ -206,10 +209,55 @@ class Broker:
         if is_broker and not register_first:
             await self._join_cluster()
         if is_broker:
-            self._tasks.append(asyncio.get_running_loop().create_task(self._housekeeping()))
+            loop = asyncio.get_running_loop()
+            self._tasks.append(loop.create_task(self._housekeeping()))
+            self._tasks.append(loop.create_task(self._isr_expiration()))
         log.info("Odradek %s %d started (cluster %s) listening on %s",
                  "broker" if is_broker else "controller", self.node_id, self.cluster_id,
                  self.bound_addresses())
+
+    def _build_replication(self) -> ReplicaManager:
+        """The replica manager, the fetchers that replicate what this broker follows, and
+        the AlterPartition channel through which its leaderships change their ISRs."""
+        config = self.config
+        replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.default_log_config,  # type: ignore[arg-type]
+            replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")))
+        self.replica_fetchers = ReplicaFetcherManager(
+            self.node_id, replica_manager, self._inter_broker_endpoint,
+            broker_epoch=lambda: self.broker_epoch,
+            config=FetcherConfig(
+                max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(config.get("replica.fetch.min.bytes")),
+                partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+                response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
+                backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+                socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
+                num_fetchers=int(config.get("num.replica.fetchers"))))
+        replica_manager.fetchers = self.replica_fetchers
+        self.alter_partitions = AlterPartitionManager(
+            self.node_id, lambda: self.broker_epoch, self._send_to_controller, replica_manager)
+        replica_manager.submit_isr_change = self.alter_partitions.submit
+        return replica_manager
+
+    def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a leader's followers fetch from: its inter-broker listener, as registered."""
+        reg = self.image.brokers.get(broker_id)
+        endpoint = reg.endpoint(self.config.inter_broker_listener_name) if reg else None
+        if endpoint is None:
+            return None
+        return (endpoint.host or "127.0.0.1", endpoint.port)
+
+    async def _isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every half `replica.lag.time.max.ms`, followers that
+        fell behind leave the ISRs this broker leads."""
+        interval_s = int(self.config.get("replica.lag.time.max.ms")) / 2000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.replica_manager.maybe_shrink_isrs()  # type: ignore[union-attr]
+            except Exception:
+                log.exception("ISR expiration failed")
 
     def _build_log_manager(self) -> LogManager:
         return LogManager(
@@ -375,6 +423,10 @@ class Broker:
             await self.controller.close()
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
+        if self.replica_fetchers is not None:
+            await self.replica_fetchers.close()
+        if self.alter_partitions is not None:
+            await self.alter_partitions.close()
         if self.replica_manager is not None:  # long-polling fetches answer now
             self.replica_manager.shutdown()
         if self.network is not None:

@@ -16,10 +16,12 @@ after the append, through the same path replication uses.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.commit import CommitWaiters, wait_for_commits
@@ -85,12 +87,69 @@ class ReadResult:
     diverging_epoch: tuple[int, int] | None = None
 
 
+UNKNOWN_OFFSET = -1
+
+
 @dataclass(slots=True)
 class FollowerState:
-    """What the leader knows of a follower (Kafka's Replica): its log end offset."""
+    """What the leader knows of a follower (Kafka's Replica): where its log ends, when it last
+    fetched, and when it was last caught up with the leader's log end."""
 
-    log_end_offset: int = 0
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int = -1
+    # The leader's log end offset when the follower last fetched: reaching it by the next
+    # fetch means the follower was caught up at the last fetch's time.
+    last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    broker_epoch: int = -1  # from the follower's fetch; AlterPartition names it (KIP-903)
+
+    def update(self, fetch_offset: int, log_start_offset: int, now_ms: int,
+               leader_end_offset: int, broker_epoch: int) -> None:
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_leader_end_offset = leader_end_offset
+        self.last_fetch_ms = now_ms
+        self.broker_epoch = broker_epoch
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        """Kafka's isCaughtUp: at the leader's log end, or was within the last `max_lag_ms`."""
+        return (self.log_end_offset == leader_end_offset
+                or now_ms - self.last_caught_up_ms <= max_lag_ms)
+
+    def reset_for_new_leader(self, now_ms: int, in_sync: bool) -> None:
+        """A new leader knows nothing of where its followers are; an ISR member gets a full
+        lag period to show it is still caught up."""
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
+        self.last_fetch_leader_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_ms = -1
+        self.last_caught_up_ms = now_ms if in_sync else 0
+        self.broker_epoch = -1
+
+
+@dataclass(slots=True)
+class IsrChange:
+    """An ISR change the leader proposes to the controller (AlterPartition)."""
+
+    partition: Partition
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    broker_epochs: dict[int, int]
+
+
+class Transition(enum.Enum):
+    """What a metadata change did to this broker's replica of a partition."""
+
+    NONE = "none"
+    BECAME_LEADER = "leader"
+    BECAME_FOLLOWER = "follower"  # a new leader or leader epoch to fetch from
+    LEADERLESS = "leaderless"
 
 
 @dataclass(slots=True)
@@ -107,6 +166,17 @@ class Partition:
     isr: tuple[int, ...] = ()
     followers: dict[int, FollowerState] = field(default_factory=dict)
     commits: CommitWaiters = field(default_factory=CommitWaiters)
+    replica_lag_time_max_ms: int = 30_000
+    # Whether a broker may join the ISR now (registered, unfenced, not shutting down, and of
+    # the broker epoch given, -1 for any); the replica manager asks its metadata image.
+    isr_eligible: Callable[[int, int], bool] = field(default=lambda _id, _epoch: True)
+    # The ISR of an AlterPartition in flight (Kafka's pending state): the high watermark
+    # counts its added members already (the "maximal ISR", KIP-497); nothing else is proposed
+    # until the controller answers or the metadata moves on.
+    pending_isr: tuple[int, ...] | None = None
+    leader_epoch_start_offset: int = 0
+    # The leader epoch the replica fetcher is following (None: not following anyone).
+    following_epoch: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -120,53 +190,157 @@ class Partition:
     def min_insync_replicas(self) -> int:
         return self.log.config.min_insync_replicas
 
-    def apply_registration(self, reg: PartitionRegistration) -> None:
-        became_leader = reg.leader == self.broker_id and (
-            self.leader != self.broker_id or reg.leader_epoch != self.leader_epoch
-        )
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in pending if r not in self.isr)
+
+    def apply_registration(self, reg: PartitionRegistration, now_ms: int = 0) -> Transition:
+        """Takes the partition's state from the metadata image (Kafka's makeLeader /
+        makeFollower); returns what changed for this replica."""
+        new_epoch = reg.leader_epoch != self.leader_epoch
+        became_leader = reg.leader == self.broker_id and (not self.is_leader or new_epoch)
         lost_leadership = self.is_leader and reg.leader != self.broker_id
+        leader_changed = reg.leader != self.leader or new_epoch
         self.leader = reg.leader
         self.leader_epoch = reg.leader_epoch
+        if reg.partition_epoch != self.partition_epoch:
+            self.pending_isr = None  # the controller decided; propose again from here
         self.partition_epoch = reg.partition_epoch
         self.replicas = reg.replicas
         self.isr = reg.isr
-        self.followers = {r: self.followers.get(r) or FollowerState()
-                          for r in reg.replicas if r != self.broker_id}
         if lost_leadership:
             self.commits.fail_all(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        if not self.is_leader:
+            self.followers = {}
+            self.pending_isr = None
+            if reg.leader < 0:
+                return Transition.LEADERLESS
+            return Transition.BECAME_FOLLOWER if leader_changed else Transition.NONE
+        self.followers = {r: self.followers.get(r) or FollowerState()
+                          for r in reg.replicas if r != self.broker_id}
         if became_leader:
             # A new leader epoch starts at the current log end (Kafka's epoch cache entry).
-            self.log.leader_epoch_cache.assign(reg.leader_epoch, self.log.log_end_offset)
+            end = self.log.log_end_offset
+            self.log.leader_epoch_cache.assign(reg.leader_epoch, end)
+            self.leader_epoch_start_offset = end
+            self.pending_isr = None
+            self.following_epoch = None
+            for replica, follower in self.followers.items():
+                follower.reset_for_new_leader(now_ms, replica in reg.isr)
             self.commits.reset(self.log.high_watermark)
-        if self.is_leader:
-            self.maybe_increment_high_watermark()
+        self.maybe_increment_high_watermark(now_ms)
+        return Transition.BECAME_LEADER if became_leader else Transition.NONE
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset in the ISR (the leader's own included); moving it
-        completes the appends waiting for it."""
+    def maybe_increment_high_watermark(self, now_ms: int = 0) -> bool:
+        """HW = the smallest log end offset among the maximal ISR (the leader's own included)
+        and the followers caught up enough to join it (so a follower catching up is not
+        outrun for ever); moving it completes the appends waiting for it."""
         if not self.is_leader:
             return False
-        new_hw = self.log.log_end_offset
-        for replica in self.isr:
-            if replica != self.broker_id:
-                follower = self.followers.get(replica)
-                new_hw = min(new_hw, follower.log_end_offset if follower is not None else 0)
+        leader_end = self.log.log_end_offset
+        new_hw = leader_end
+        isr = self.maximal_isr
+        max_lag = self.replica_lag_time_max_ms
+        for replica, follower in self.followers.items():
+            if follower.log_end_offset >= new_hw:
+                continue
+            if replica in isr or (follower.is_caught_up(leader_end, now_ms, max_lag)
+                                  and self.isr_eligible(replica, follower.broker_epoch)):
+                new_hw = follower.log_end_offset
+        if new_hw < 0:
+            return False
         moved = self.log.maybe_increment_high_watermark(new_hw)
         if moved:
             self.commits.advance(self.log.high_watermark)
         return moved
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int,
-                                    now_ms: int) -> bool:
-        """A follower fetched from `log_end_offset` (so it has everything below); returns
-        whether the high watermark moved."""
+    def follower_state(self, replica_id: int, current_leader_epoch: int) -> FollowerState:
+        """The state of a follower that fetches from this leader; Kafka's errors for a broker
+        that is not a replica (UNKNOWN_LEADER_EPOCH when it named an epoch: it may be a replica
+        this leader has not heard of yet, as in a reassignment)."""
         follower = self.followers.get(replica_id)
         if follower is None:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                             f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
-        follower.log_end_offset = log_end_offset
-        follower.last_fetch_ms = now_ms
-        return self.maybe_increment_high_watermark()
+            raise KafkaError(
+                ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch != NO_EPOCH
+                else ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"Replica {replica_id} is not recognized as a valid replica of "
+                f"{self.topic}-{self.index} in leader epoch {self.leader_epoch} with "
+                f"partition epoch {self.partition_epoch}")
+        return follower
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    log_start_offset: int, leader_end_offset: int,
+                                    broker_epoch: int, now_ms: int) -> tuple[bool, IsrChange | None]:
+        """A follower fetched from `fetch_offset` (so it has everything below it). Returns
+        whether the high watermark moved, and an ISR expansion to propose if the follower
+        caught up."""
+        follower = self.follower_state(replica_id, NO_EPOCH)
+        previous_end = follower.log_end_offset
+        follower.update(fetch_offset, log_start_offset, now_ms, leader_end_offset, broker_epoch)
+        expansion = self._maybe_expand_isr(replica_id, follower)
+        moved = previous_end != fetch_offset and self.maybe_increment_high_watermark(now_ms)
+        return moved, expansion
+
+    def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> IsrChange | None:
+        """Kafka's maybeExpandIsr: a follower joins the ISR once its log reaches the high
+        watermark and the start of the current leader epoch (else it could lead without
+        committed data between them)."""
+        if self.pending_isr is not None or replica_id in self.isr:
+            return None
+        end = follower.log_end_offset
+        if end < self.log.high_watermark or end < self.leader_epoch_start_offset:
+            return None
+        if not self.isr_eligible(replica_id, follower.broker_epoch):
+            return None
+        return self._propose_isr(self.isr + (replica_id,))
+
+    def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
+        """Kafka's maybeShrinkIsr: followers not caught up within `replica.lag.time.max.ms`
+        leave the ISR."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        leader_end = self.log.log_end_offset
+        out_of_sync = []
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            follower = self.followers.get(replica)
+            if follower is None or not follower.is_caught_up(leader_end, now_ms,
+                                                             self.replica_lag_time_max_ms):
+                out_of_sync.append(replica)
+        if not out_of_sync:
+            return None
+        new_isr = tuple(r for r in self.isr if r not in out_of_sync)
+        log.info("%s-%d: shrinking ISR from %s to %s (leader end offset %d, high watermark "
+                 "%d; out of sync: %s)", self.topic, self.index, list(self.isr), list(new_isr),
+                 leader_end, self.log.high_watermark,
+                 ", ".join(f"{r} (end offset {self.followers[r].log_end_offset if r in self.followers else -1})"
+                           for r in out_of_sync))
+        return self._propose_isr(new_isr)
+
+    def _propose_isr(self, new_isr: tuple[int, ...]) -> IsrChange:
+        self.pending_isr = new_isr
+        epochs = {r: (self.followers[r].broker_epoch if r in self.followers else -1)
+                  for r in new_isr}
+        return IsrChange(self, self.leader_epoch, self.partition_epoch, new_isr, epochs)
+
+    def on_isr_change_answer(self, change: IsrChange, error: ErrorCode, isr: tuple[int, ...],
+                             leader_epoch: int, partition_epoch: int, now_ms: int) -> bool:
+        """The controller's answer to `change`; returns whether the high watermark moved."""
+        if self.pending_isr != change.new_isr or self.leader_epoch != change.leader_epoch:
+            return False  # the metadata moved on meanwhile; that state rules
+        self.pending_isr = None
+        if error != ErrorCode.NONE:
+            log.info("%s-%d: ISR change to %s refused: %s", self.topic, self.index,
+                     list(change.new_isr), error.name)
+            return False
+        if leader_epoch == self.leader_epoch and partition_epoch > self.partition_epoch:
+            self.isr = isr
+            self.partition_epoch = partition_epoch
+        return self.maybe_increment_high_watermark(now_ms)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         if current_leader_epoch == NO_EPOCH or current_leader_epoch == self.leader_epoch:
@@ -176,7 +350,7 @@ class Partition:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
 
     def check_enough_replicas_after_append(self) -> ErrorCode:
-        if len(self.isr) < self.min_insync_replicas:
+        if len(self.maximal_isr) < self.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
 
@@ -197,58 +371,104 @@ class Partition:
         result = AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                               info.log_start_offset)
         if not info.duplicate:
-            self.maybe_increment_high_watermark()
+            self.maybe_increment_high_watermark(now_ms)
         committed = None if info.last_offset < self.log.high_watermark \
             else self.commits.wait(info.last_offset)
         return PendingAppend(self, result, committed)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> int:
+        """Appends what the leader sent (with its offsets); returns the new log end offset."""
+        self.log.append_as_follower(records)
+        return self.log.log_end_offset
 
     def readable_bytes(self, start: LogEnd, isolation: FetchIsolation) -> int:
         return self.log.readable_bytes(start, isolation)
 
 
+class FollowerHooks(Protocol):
+    """Who fetches for this broker's follower replicas (the replica fetcher manager)."""
+
+    def follow(self, partitions: Iterable[Partition]) -> None: ...
+
+    def unfollow(self, keys: Iterable[tuple[str, int]]) -> None: ...
+
+
+# Sends ISR changes to the controller (the AlterPartition manager) and answers each.
+IsrSubmit = Callable[[IsrChange], None]
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager, default_log_config: LogConfig,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, *, replica_lag_time_max_ms: int = 30_000) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.default_log_config = default_log_config
         self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.by_topic_id: dict[uuid.UUID, str] = {}
         self.fetch_purgatory = Purgatory(clock)
         self.image: MetadataImage | None = None
+        self.fetchers: FollowerHooks | None = None
+        self.submit_isr_change: IsrSubmit | None = None
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         return LogConfig.from_props(image.topic_config(topic), defaults=self.default_log_config)
 
+    def isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """Kafka's isReplicaIsrEligible: registered, unfenced, not shutting down, and (when the
+        follower's fetch named one) of the registered broker epoch."""
+        image = self.image
+        reg = image.brokers.get(broker_id) if image is not None else None
+        return (reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+                and broker_epoch in (-1, reg.epoch))
+
     def apply_image(self, image: MetadataImage) -> None:
         previous = self.image
         self.image = image
         live_ids = set(image.topics_by_id)
+        follow: list[Partition] = []
+        unfollow: list[tuple[str, int]] = []
         # Topics removed from the image: drop the partitions and delete their logs.
         if previous is not None:
             for topic_id, topic in previous.topics_by_id.items():
                 if topic_id not in live_ids:
-                    self._remove_topic(topic)
+                    unfollow.extend(self._remove_topic(topic))
+        brokers_changed = previous is None or previous.brokers is not image.brokers
         for topic in image.topics_by_id.values():
             previous_topic = previous.topics_by_id.get(topic.topic_id) if previous else None
             if previous_topic is topic:
                 continue
-            self._apply_topic(image, topic)
+            self._apply_topic(image, topic, follow, unfollow)
+        if brokers_changed:
+            # A follower's broker came back (or changed epoch): it may be eligible for the ISR
+            # again; a follower whose leader moved listeners is reconnected by its fetcher.
+            now = self.clock.time_ms()
+            for partition in self.partitions.values():
+                if partition.is_leader and partition.maybe_increment_high_watermark(now):
+                    self.fetch_purgatory.notify(partition.key)
         if previous is not None and previous.configs is not image.configs:
             for topic in image.topics_by_id.values():
                 if previous.topic_config(topic.name) != image.topic_config(topic.name):
                     self._update_config(image, topic)
         self.by_topic_id = {t.topic_id: t.name for t in image.topics_by_id.values()}
+        if self.fetchers is not None:
+            if unfollow:
+                self.fetchers.unfollow(unfollow)
+            if follow:
+                self.fetchers.follow(follow)
 
-    def _apply_topic(self, image: MetadataImage, topic: TopicImage) -> None:
+    def _apply_topic(self, image: MetadataImage, topic: TopicImage, follow: list[Partition],
+                     unfollow: list[tuple[str, int]]) -> None:
         config = None
+        now = self.clock.time_ms()
         for index, reg in topic.partitions.items():
-            if self.broker_id not in reg.replicas:
-                self._remove_partition((topic.name, index), delete=True)
-                continue
             key = (topic.name, index)
+            if self.broker_id not in reg.replicas:
+                if self._remove_partition(key, delete=True):
+                    unfollow.append(key)
+                continue
             partition = self.partitions.get(key)
             if partition is None:
                 config = config or self.log_config_for(image, topic.name)
@@ -256,9 +476,19 @@ class ReplicaManager:
                     topic.name, index, config, topic.topic_id
                 )
                 partition = Partition(topic.name, index, topic.topic_id, storage_log,
-                                      self.broker_id)
+                                      self.broker_id,
+                                      replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                                      isr_eligible=self.isr_eligible)
                 self.partitions[key] = partition
-            partition.apply_registration(reg)
+            transition = partition.apply_registration(reg, now)
+            if transition is Transition.BECAME_FOLLOWER or (
+                    transition is Transition.NONE and not partition.is_leader
+                    and partition.leader >= 0 and partition.following_epoch is None):
+                follow.append(partition)
+            elif transition in (Transition.BECAME_LEADER, Transition.LEADERLESS):
+                if partition.following_epoch is not None:
+                    partition.following_epoch = None
+                    unfollow.append(key)
             self.fetch_purgatory.notify(key)
 
     def _update_config(self, image: MetadataImage, topic: TopicImage) -> None:
@@ -268,17 +498,20 @@ class ReplicaManager:
             if partition is not None:
                 partition.log.update_config(config)
 
-    def _remove_topic(self, topic: TopicImage) -> None:
-        for index in topic.partitions:
-            self._remove_partition((topic.name, index), delete=True)
+    def _remove_topic(self, topic: TopicImage) -> list[tuple[str, int]]:
+        return [(topic.name, index) for index in topic.partitions
+                if self._remove_partition((topic.name, index), delete=True)]
 
-    def _remove_partition(self, key: tuple[str, int], delete: bool) -> None:
+    def _remove_partition(self, key: tuple[str, int], delete: bool) -> bool:
+        """Stops hosting a partition; returns whether it was hosted here."""
         partition = self.partitions.pop(key, None)
         if partition is not None:
+            partition.following_epoch = None
             partition.commits.fail_all(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
             if delete:
                 self.log_manager.delete_log(*key)
         self.fetch_purgatory.notify(key)
+        return partition is not None
 
     def shutdown(self) -> None:
         """Long polls answer now; appends still waiting for their commit fail (the client
@@ -356,14 +589,85 @@ class ReplicaManager:
             raise KafkaError(error, f"append to {topic}-{index} was not committed")
         return pending.result
 
-    def update_follower_fetch_state(self, topic: str, index: int, replica_id: int,
-                                    log_end_offset: int) -> None:
-        """A follower's fetch told the leader its position; a high watermark that moved wakes
-        the long polls waiting for committed data."""
-        partition = self.leader_partition_or_raise(topic, index)
-        if partition.update_follower_fetch_state(replica_id, log_end_offset,
-                                                 self.clock.time_ms()):
+    # -- replication, leader side
+    def read_for_follower(self, topic: str, index: int, replica_id: int, broker_epoch: int,
+                          fetch_offset: int, log_start_offset: int, max_bytes: int,
+                          current_leader_epoch: int, min_one_batch: bool,
+                          last_fetched_epoch: int) -> ReadResult:
+        """A follower's fetch (Kafka's fetchRecords from a follower): read up to the log end,
+        then record the follower's position, which may move the high watermark (completing
+        acks=all produces) or let it join the ISR."""
+        partition, error = self.leader_partition(topic, index, current_leader_epoch)
+        if partition is None:
+            return ReadResult(error)
+        try:
+            partition.follower_state(replica_id, current_leader_epoch)
+        except KafkaError as exc:
+            return ReadResult(exc.code)
+        leader_end = partition.log.log_end_offset  # before the read: see Kafka's readRecords
+        result = self._read_partition(partition, fetch_offset, max_bytes,
+                                      FetchIsolation.LOG_END, min_one_batch,
+                                      last_fetched_epoch)
+        if result.error == ErrorCode.NONE and result.diverging_epoch is None:
+            now = self.clock.time_ms()
+            moved, expansion = partition.update_follower_fetch_state(
+                replica_id, fetch_offset, log_start_offset, leader_end, broker_epoch, now)
+            if moved:
+                self.fetch_purgatory.notify(partition.key)
+                result.high_watermark = partition.log.high_watermark
+            if expansion is not None:
+                self._submit(expansion)
+        return result
+
+    def maybe_shrink_isrs(self) -> int:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): followers that
+        stopped keeping up leave the ISRs this broker leads. Returns how many were proposed."""
+        now = self.clock.time_ms()
+        proposed = 0
+        for partition in list(self.partitions.values()):
+            change = partition.maybe_shrink_isr(now)
+            if change is not None:
+                self._submit(change)
+                proposed += 1
+        return proposed
+
+    def _submit(self, change: IsrChange) -> None:
+        if self.submit_isr_change is None:
+            change.partition.pending_isr = None  # nobody to ask (tests without a controller)
+            return
+        self.submit_isr_change(change)
+
+    def on_isr_change_answer(self, change: IsrChange, error: ErrorCode,
+                             isr: tuple[int, ...] = (), leader_epoch: int = -1,
+                             partition_epoch: int = -1) -> None:
+        partition = change.partition
+        if self.partitions.get(partition.key) is not partition:
+            return
+        if partition.on_isr_change_answer(change, error, isr, leader_epoch, partition_epoch,
+                                          self.clock.time_ms()):
             self.fetch_purgatory.notify(partition.key)
+
+    # -- replication, follower side
+    def follower_partition(self, key: tuple[str, int], leader_epoch: int) -> Partition | None:
+        """The partition if this broker still follows it in `leader_epoch` (a fetch answer
+        from an earlier epoch must not be appended)."""
+        partition = self.partitions.get(key)
+        if (partition is None or partition.is_leader or partition.leader_epoch != leader_epoch
+                or partition.following_epoch != leader_epoch):
+            return None
+        return partition
+
+    def append_as_follower(self, partition: Partition, records: bytes | bytearray | memoryview,
+                           leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """Appends what the leader sent and takes its high watermark (up to our log end) and
+        log start offset (Kafka's processPartitionData)."""
+        storage_log = partition.log
+        if records:
+            partition.append_as_follower(records)
+        storage_log.update_high_watermark(min(leader_high_watermark, storage_log.log_end_offset))
+        if leader_log_start_offset > storage_log.log_start_offset and \
+                leader_log_start_offset <= storage_log.high_watermark:
+            storage_log.delete_records_before(leader_log_start_offset)
 
     # -- fetch
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
@@ -372,6 +676,13 @@ class ReplicaManager:
         partition, error = self.leader_partition(topic, index, current_leader_epoch)
         if partition is None:
             return ReadResult(error)
+        return self._read_partition(partition, fetch_offset, max_bytes, isolation,
+                                    min_one_batch, last_fetched_epoch)
+
+    @staticmethod
+    def _read_partition(partition: Partition, fetch_offset: int, max_bytes: int,
+                        isolation: FetchIsolation, min_one_batch: bool,
+                        last_fetched_epoch: int) -> ReadResult:
         storage_log = partition.log
         hw = storage_log.high_watermark
         lso = storage_log.last_stable_offset

@@ -55,8 +55,17 @@ def _forgotten(version: int, req: m.FetchRequest) -> list[PartitionKey]:
             for t in req.forgotten_topics_data for p in t.partitions]
 
 
+@dataclass(frozen=True, slots=True)
+class _Follower:
+    """A fetch from a replica: the broker's id and epoch (Fetch v15+ ReplicaState)."""
+
+    replica_id: int
+    broker_epoch: int
+
+
 def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wanted],
-              max_bytes: int, isolation: FetchIsolation) -> tuple[list[ReadResult], int]:
+              max_bytes: int, isolation: FetchIsolation,
+              follower: _Follower | None = None) -> tuple[list[ReadResult], int]:
     results = []
     total = 0
     for w in wanted:
@@ -64,6 +73,17 @@ def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wante
             results.append(ReadResult(ErrorCode.UNKNOWN_TOPIC_ID))
             continue
         budget = min(w.fetch.max_bytes, max(0, max_bytes - total))
+        if follower is not None:
+            result = replica_manager.read_for_follower(
+                w.topic, w.partition, follower.replica_id, follower.broker_epoch,
+                w.fetch.fetch_offset, w.fetch.log_start_offset, budget,
+                current_leader_epoch=w.fetch.current_leader_epoch,
+                min_one_batch=total == 0,
+                last_fetched_epoch=w.fetch.last_fetched_epoch if version >= 12 else NO_EPOCH)
+            if result.records is not None:
+                total += len(result.records)
+            results.append(result)
+            continue
         result = replica_manager.read(
             w.topic, w.partition, w.fetch.fetch_offset, budget,
             current_leader_epoch=w.fetch.current_leader_epoch,
@@ -121,10 +141,15 @@ class FetchApis:
 
 async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+    follower = None
     if replica_id >= 0:
-        # Follower fetching comes with replication; until then no broker fetches from us.
-        return FR(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    isolation = isolation_of(version >= 4, req.isolation_level)
+        # A follower replicating: it reads up to the log end, and its fetch offsets tell the
+        # leader how far it has come (the high watermark, the ISR).
+        follower = _Follower(replica_id,
+                             req.replica_state.replica_epoch if version >= 15 else -1)
+        isolation = FetchIsolation.LOG_END
+    else:
+        isolation = isolation_of(version >= 4, req.isolation_level)
     max_bytes = req.max_bytes if version >= 3 else 2**31 - 1
     max_bytes = min(max_bytes, apis.fetch_max_bytes)
     replica_manager = apis.replica_manager
@@ -141,11 +166,13 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
     wanted = [_Wanted(key, by_id.get(key) if version >= 13 else key, partition, cached)
               for (key, partition), cached in context.partitions]
 
-    results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation)
+    results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
+                               follower)
     has_error = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results)
     if total < req.min_bytes and req.max_wait_ms > 0 and not has_error and wanted:
         await _long_poll(replica_manager, wanted, req.min_bytes, req.max_wait_ms, isolation)
-        results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation)
+        results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
+                                   follower)
 
     read_committed = isolation is FetchIsolation.TXN_COMMITTED
     topics_out: dict[Any, FR.FetchableTopicResponse] = {}
