@@ -30,6 +30,7 @@ from odradek.controller.quorum import MetadataQuorum
 from odradek.controller.replication_control import (
     ConfigLookup,
     ElectionResults,
+    alter_partition,
     balance_partition_leaders,
     elect_leaders,
 )
@@ -303,6 +304,18 @@ class QuorumController:
                                              broker_config=broker_config or self.broker_config)
             await self._commit(records)
             return results
+
+    async def alter_partition(self, request: m.AlterPartitionRequest,
+                              version: int) -> m.AlterPartitionResponse:
+        """AlterPartition from a partition leader (ISR changes), validated and committed as
+        Kafka's ReplicationControlManager does; raises KafkaError(NOT_CONTROLLER) elsewhere."""
+        async with self._lock:
+            self._check_active()
+            response, records = alter_partition(
+                self.image, request.broker_id, request.broker_epoch, request, version=version,
+                broker_config=self.broker_config)
+            await self._commit(records)
+            return response
 
     async def update_features(self, updates: Sequence[features.FeatureUpdate],
                               validate_only: bool) -> dict[str, OpResult]:

@@ -77,7 +77,7 @@ class AlterPartitionManager:
         request, by_id = self._request(batch)
         try:
             response = await self.send(request, ALTER_PARTITION_VERSION)
-        except Exception as exc:  # no controller yet, connection lost, timed out
+        except Exception as exc:  # noqa: BLE001 - no controller yet, connection lost, timed out
             log.info("broker %d: AlterPartition failed (%s): retrying", self.broker_id, exc)
             return batch
         top = ErrorCode(response.error_code)

@@ -74,6 +74,7 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
     60: 0,  # DescribeCluster
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
+    56: 2,  # AlterPartition (by topic id: v2+, all Kafka 4.0 takes)
     57: 0,  # UpdateFeatures (carried out by the active controller; NOT_CONTROLLER elsewhere)
     80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
@@ -184,6 +185,7 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         60: metadata.describe_cluster,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,
+        56: controller.alter_partition,
         57: admin.update_features,
         67: controller.allocate_producer_ids,
         80: raft.add_raft_voter,

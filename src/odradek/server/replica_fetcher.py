@@ -181,7 +181,7 @@ class ReplicaFetcher:
                 response = await self._fetch(ready)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # unreachable, reset, timed out: back off and retry
+            except Exception as exc:  # noqa: BLE001 - unreachable, reset, timed out: back off and retry
                 log.info("broker %d: fetch from leader %d failed: %s", self.manager.broker_id,
                          self.leader_id, exc)
                 await self._drop_connection()
@@ -262,7 +262,7 @@ class ReplicaFetcher:
                     continue
                 try:
                     self._process_partition(state, partition, data)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - one partition must not stop the rest
                     log.warning("broker %d: %s-%d: could not apply the leader's answer: %s",
                                 manager.broker_id, key[0], key[1], exc)
                     self._delay([state], manager.config.backoff_ms)

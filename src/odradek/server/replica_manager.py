@@ -485,10 +485,10 @@ class ReplicaManager:
                     transition is Transition.NONE and not partition.is_leader
                     and partition.leader >= 0 and partition.following_epoch is None):
                 follow.append(partition)
-            elif transition in (Transition.BECAME_LEADER, Transition.LEADERLESS):
-                if partition.following_epoch is not None:
-                    partition.following_epoch = None
-                    unfollow.append(key)
+            elif (transition in (Transition.BECAME_LEADER, Transition.LEADERLESS)
+                  and partition.following_epoch is not None):
+                partition.following_epoch = None
+                unfollow.append(key)
             self.fetch_purgatory.notify(key)
 
     def _update_config(self, image: MetadataImage, topic: TopicImage) -> None:

@@ -1,5 +1,5 @@
 """The controller's own APIs for brokers, served on controller listeners (Kafka's
-ControllerApis): BrokerRegistration, BrokerHeartbeat and AllocateProducerIds.
+ControllerApis): BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition.
 
 Each one is carried out by the `QuorumController`; a node that is not the active controller
 answers NOT_CONTROLLER, and the broker asks again wherever the quorum says the leader is.
@@ -16,6 +16,11 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from odradek.controller.quorum_controller import QuorumController
     from odradek.server.network import RequestContext
+
+
+# A broker's own AlterPartition, answered in-process when it is the active controller, is
+# built as the newest version (the ISR with broker epochs).
+ALTER_PARTITION_LOCAL_VERSION = 3
 
 
 class ControllerApis:
@@ -61,10 +66,18 @@ class ControllerApis:
             return R(error_code=exc.code, producer_id_start=-1, producer_id_len=0)
         return R(error_code=ErrorCode.NONE, producer_id_start=start, producer_id_len=length)
 
+    async def alter_partition(self, ctx: RequestContext | None, req: m.AlterPartitionRequest):
+        version = ctx.api_version if ctx is not None else ALTER_PARTITION_LOCAL_VERSION
+        try:
+            return await self.controller.alter_partition(req, version)
+        except KafkaError as exc:
+            return m.AlterPartitionResponse(error_code=exc.code)
+
     def local_handler(self, request: m.Message):
         """The handler of a request this node sends to itself as the active controller."""
         return {
             m.BrokerRegistrationRequest: self.broker_registration,
             m.BrokerHeartbeatRequest: self.broker_heartbeat,
             m.AllocateProducerIdsRequest: self.allocate_producer_ids,
+            m.AlterPartitionRequest: self.alter_partition,
         }[type(request)]
