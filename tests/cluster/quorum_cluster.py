@@ -158,8 +158,10 @@ class ClusterNode:
                           {v.replica_id: v.log_end_offset for v in partition.current_voters})
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
-                     assignments: dict[int, list[int]] | None = None) -> int:
+                     assignments: dict[int, list[int]] | None = None,
+                     configs: dict[str, str] | None = None) -> int:
         """CreateTopics on the broker listener; the topic's error code."""
+        Config = m.CreateTopicsRequest.CreatableTopicConfig
         Assignment = m.CreateTopicsRequest.CreatableReplicaAssignment
         if assignments:
             partitions = replication_factor = -1
@@ -168,7 +170,7 @@ class ClusterNode:
                 name=name, num_partitions=partitions, replication_factor=replication_factor,
                 assignments=[Assignment(partition_index=p, broker_ids=replicas)
                              for p, replicas in sorted((assignments or {}).items())],
-                configs=[])],
+                configs=[Config(name=k, value=v) for k, v in (configs or {}).items()])],
             timeout_ms=10_000, validate_only=False)
         response = send_request(self.port, 19, CREATE_TOPICS_VERSION, request, timeout=15)
         return response.topics[0].error_code
