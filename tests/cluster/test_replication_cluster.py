@@ -267,3 +267,32 @@ def test_bad_replication_requests_get_kafkas_errors_and_change_nothing(cluster):
         assert state(cluster, "bad-input", broker) == before
     wait_until(lambda: replicas_agree(cluster, (4, 5), "bad-input", 2), SETTLE_S, interval=0.1,
                message="both replicas with the two records")
+
+
+def test_a_follower_names_the_new_leader_in_its_answers(cluster):
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the current leader, its epoch and its
+    address (Produce v10+, Fetch v16+), so clients move without a metadata round trip."""
+    create(cluster, "hints", [4, 5], min_insync_replicas="1")
+    tid = topic_id(cluster, "hints")
+    leader = cluster.nodes[4]
+    batch = build_batch([(int(time.time() * 1000), None, b"v")])
+    with RawClient(HOST, cluster.nodes[5].port) as client:
+        response = client.call(0, 10, produce_request("hints", 0, batch, acks=1))
+        answer = response.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (4, 0)
+        assert [(e.node_id, e.host, e.port) for e in response.node_endpoints] == \
+            [(4, HOST, leader.port)]
+        fetch = m.FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=0,
+            session_epoch=-1, topics=[m.FetchRequest.FetchTopic(topic_id=tid, partitions=[
+                m.FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                              current_leader_epoch=-1, last_fetched_epoch=-1,
+                                              log_start_offset=-1,
+                                              partition_max_bytes=1 << 20)])])
+        response = client.call(1, 16, fetch)
+        part = response.responses[0].partitions[0]
+        assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (4, 0)
+        assert [(e.node_id, e.port) for e in response.node_endpoints] == [(4, leader.port)]
+    assert produce(cluster, 4, "hints", [b"v"], acks=1) == (ErrorCode.NONE, 0)

@@ -15,6 +15,7 @@ from odradek.server.fetch_session import (
     from_request_partition,
     new_fetch,
 )
+from odradek.server.handlers.leader_hints import LeaderHints
 from odradek.server.replica_manager import NO_EPOCH, ReadResult, ReplicaManager
 from odradek.storage.log import FetchIsolation, LogEnd
 
@@ -130,7 +131,9 @@ class FetchApis:
         self.fetch_max_bytes = fetch_max_bytes
 
     async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
-        return await fetch(self, ctx.api_version, req)
+        hints = (LeaderHints(self.replica_manager.image, ctx.listener)
+                 if ctx.api_version >= NEW_LEADER_HINT_VERSION else None)
+        return await fetch(self, ctx.api_version, req, hints)
 
     def list_offsets(self, ctx: RequestContext, req: m.ListOffsetsRequest):
         return list_offsets(self.replica_manager, ctx.api_version, req)
@@ -139,7 +142,12 @@ class FetchApis:
         return offset_for_leader_epoch(self.replica_manager, req)
 
 
-async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
+# Fetch v16+ carries where a moved partition's leader is now (KIP-951).
+NEW_LEADER_HINT_VERSION = 16
+
+
+async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
+                hints: LeaderHints | None = None):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     follower = None
     if replica_id >= 0:
@@ -194,6 +202,9 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
         if r.diverging_epoch is not None:
             pd.diverging_epoch = FR.EpochEndOffset(epoch=r.diverging_epoch[0],
                                                    end_offset=r.diverging_epoch[1])
+        leader = hints.current_leader(w.topic, w.partition, r.error) if hints else None
+        if leader is not None:
+            pd.current_leader = FR.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
         topic_out = topics_out.get(w.key)
         if topic_out is None:
             topic_out = FR.FetchableTopicResponse(partitions=[])
@@ -204,7 +215,8 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest):
             topics_out[w.key] = topic_out
         topic_out.partitions.append(pd)
     return FR(error_code=ErrorCode.NONE, session_id=context.session_id,
-              responses=list(topics_out.values()))
+              responses=list(topics_out.values()),
+              node_endpoints=hints.node_endpoints(FR.NodeEndpoint) if hints else [])
 
 
 def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffsetsRequest):

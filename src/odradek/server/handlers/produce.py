@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.handlers.leader_hints import LeaderHints
 from odradek.server.network import ConnectionCloseRequest
 from odradek.server.replica_manager import ACKS_ALL, PendingAppend
 from odradek.storage.validator import validate_produce_request_records
@@ -32,7 +33,24 @@ class ProduceApis:
         self.replica_manager = replica_manager
 
     async def produce(self, ctx: RequestContext, req: m.ProduceRequest):
-        return await produce(self.replica_manager, ctx.api_version, req)
+        response = await produce(self.replica_manager, ctx.api_version, req)
+        if response is not None and ctx.api_version >= NEW_LEADER_HINT_VERSION:
+            _add_leader_hints(response, LeaderHints(self.replica_manager.image, ctx.listener))
+        return response
+
+
+# Produce v10+ carries where a moved partition's leader is now (KIP-951).
+NEW_LEADER_HINT_VERSION = 10
+
+
+def _add_leader_hints(response: m.ProduceResponse, hints: LeaderHints) -> None:
+    for topic in response.responses:
+        for out in topic.partition_responses:
+            leader = hints.current_leader(topic.name, out.index, out.error_code)
+            if leader is not None:
+                out.current_leader = R.LeaderIdAndEpoch(leader_id=leader[0],
+                                                        leader_epoch=leader[1])
+    response.node_endpoints = hints.node_endpoints(R.NodeEndpoint)
 
 
 async def produce(replica_manager: ReplicaManager, version: int, req: m.ProduceRequest):
