@@ -590,3 +590,120 @@ def test_log_dir_descriptions(cluster: Cluster) -> None:
     only = rm.log_dir_descriptions({(TOPIC, 1)})
     assert only == {log_dir: {TOPIC: [(1, 0, 0)]}}
     assert rm.log_dir_descriptions(set()) == {log_dir: {}}
+
+
+# -- ISR changes (Kafka's maybeExpandIsr / maybeShrinkIsr) and the maximal ISR
+LAG_MS = 30_000  # the replica manager's default replica.lag.time.max.ms
+
+
+class IsrChanges:
+    """Records the ISR changes the replica manager proposes (the AlterPartition manager's
+    place)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.proposed: list[Any] = []
+        cluster.replica_manager.submit_isr_change = self.proposed.append
+        # Registered brokers start fenced; only unfenced ones may join an ISR.
+        cluster.replay(*(m.BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=b,
+                                                          fenced=-1)
+                         for b in (LEADER, FOLLOWER, OTHER)))
+
+
+def fetch_as(cluster: Cluster, replica: int, offset: int, broker_epoch: int = -1) -> Any:
+    return cluster.replica_manager.read_for_follower(
+        TOPIC, 0, replica, broker_epoch, offset, 0, 1 << 20, current_leader_epoch=0,
+        min_one_batch=True, last_fetched_epoch=-1)
+
+
+@in_event_loop
+def test_a_follower_that_reaches_the_high_watermark_is_proposed_for_the_isr(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER], isr=[LEADER])
+    changes = IsrChanges(cluster)
+    cluster.append(5, acks=1)
+    partition = cluster.partition()
+    assert partition.log.high_watermark == 5  # the ISR is the leader alone
+    assert fetch_as(cluster, FOLLOWER, 3).error == ErrorCode.NONE
+    assert changes.proposed == []  # below the high watermark: not in sync yet
+    fetch_as(cluster, FOLLOWER, 5, broker_epoch=FOLLOWER)
+    [change] = changes.proposed
+    assert (change.new_isr, change.broker_epochs[FOLLOWER]) == ((LEADER, FOLLOWER), FOLLOWER)
+    assert partition.pending_isr == (LEADER, FOLLOWER)
+    # While it is pending nothing else is proposed, and the high watermark already waits for
+    # the follower (the maximal ISR).
+    fetch_as(cluster, FOLLOWER, 5)
+    assert len(changes.proposed) == 1
+    cluster.append(2, acks=1)
+    assert partition.log.high_watermark == 5
+    fetch_as(cluster, FOLLOWER, 7)
+    assert partition.log.high_watermark == 7
+    # The controller's answer is applied; the metadata then agrees.
+    cluster.replica_manager.on_isr_change_answer(change, ErrorCode.NONE, (LEADER, FOLLOWER), 0,
+                                                 1)
+    assert (partition.isr, partition.partition_epoch, partition.pending_isr) == \
+        ((LEADER, FOLLOWER), 1, None)
+
+
+@in_event_loop
+def test_a_fenced_or_stale_epoch_follower_is_not_proposed(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER], isr=[LEADER])
+    changes = IsrChanges(cluster)
+    cluster.append(1, acks=1)
+    fetch_as(cluster, FOLLOWER, 1, broker_epoch=FOLLOWER + 100)  # not its registered epoch
+    cluster.replay(m.BrokerRegistrationChangeRecord(broker_id=FOLLOWER, broker_epoch=FOLLOWER,
+                                                    fenced=1))
+    fetch_as(cluster, FOLLOWER, 1, broker_epoch=FOLLOWER)  # fenced
+    assert changes.proposed == []
+
+
+@in_event_loop
+def test_a_follower_must_reach_the_start_of_the_leader_epoch(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER], isr=[LEADER], leader=FOLLOWER)
+    partition = cluster.partition()
+    partition.log.append_as_leader(cluster.records(4), leader_epoch=0)  # as the old leader's
+    cluster.change_partition(leader=LEADER)  # leader epoch 1 starts at offset 4
+    changes = IsrChanges(cluster)
+    assert partition.leader_epoch_start_offset == 4
+    partition.log.update_high_watermark(2)
+    fetch_as_epoch = cluster.replica_manager.read_for_follower(
+        TOPIC, 0, FOLLOWER, -1, 3, 0, 1 << 20, current_leader_epoch=1, min_one_batch=True,
+        last_fetched_epoch=-1)
+    assert fetch_as_epoch.error == ErrorCode.NONE
+    assert changes.proposed == []  # past the high watermark, not past the epoch start
+    cluster.replica_manager.read_for_follower(
+        TOPIC, 0, FOLLOWER, -1, 4, 0, 1 << 20, current_leader_epoch=1, min_one_batch=True,
+        last_fetched_epoch=-1)
+    assert [c.new_isr for c in changes.proposed] == [(LEADER, FOLLOWER)]
+
+
+@in_event_loop
+def test_a_follower_that_falls_behind_for_the_lag_time_leaves_the_isr(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER, OTHER])
+    changes = IsrChanges(cluster)
+    partition = cluster.partition()
+    cluster.append(2, acks=1)
+    fetch_as(cluster, FOLLOWER, 2)  # caught up now
+    fetch_as(cluster, OTHER, 2)
+    cluster.append(3, acks=1)  # log end 5
+    cluster.clock.advance(LAG_MS // 2)
+    fetch_as(cluster, FOLLOWER, 5)  # keeps up
+    assert cluster.replica_manager.maybe_shrink_isrs() == 0
+    cluster.clock.advance(LAG_MS // 2 + 1)
+    fetch_as(cluster, FOLLOWER, 5)
+    # OTHER fetched nothing since it was last caught up, LAG_MS + 1 ago.
+    assert cluster.replica_manager.maybe_shrink_isrs() == 1
+    assert [c.new_isr for c in changes.proposed] == [(LEADER, FOLLOWER)]
+    # Refused: the pending change goes, the next check proposes again.
+    cluster.replica_manager.on_isr_change_answer(changes.proposed[0],
+                                                 ErrorCode.INVALID_UPDATE_VERSION)
+    assert partition.pending_isr is None
+    assert cluster.replica_manager.maybe_shrink_isrs() == 1
+
+
+@in_event_loop
+def test_a_follower_at_the_log_end_is_in_sync_however_long_ago_it_fetched(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER])
+    IsrChanges(cluster)
+    cluster.append(2, acks=1)
+    fetch_as(cluster, FOLLOWER, 2)
+    cluster.clock.advance(10 * LAG_MS)  # nothing produced: nothing to fall behind
+    assert cluster.replica_manager.maybe_shrink_isrs() == 0
