@@ -1,5 +1,5 @@
 """The controller's own APIs for brokers, served on controller listeners (Kafka's
-ControllerApis): BrokerRegistration, BrokerHeartbeat and AllocateProducerIds.
+ControllerApis): BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition.
 
 Each one is carried out by the `QuorumController`; a node that is not the active controller
 answers NOT_CONTROLLER, and the broker asks again wherever the quorum says the leader is.
@@ -61,10 +61,30 @@ class ControllerApis:
             return R(error_code=exc.code, producer_id_start=-1, producer_id_len=0)
         return R(error_code=ErrorCode.NONE, producer_id_start=start, producer_id_len=length)
 
+    async def alter_partition(self, ctx: RequestContext, req: m.AlterPartitionRequest):
+        """A partition leader's ISR change (see `QuorumController.alter_partition`); a node
+        that is not the active controller answers NOT_CONTROLLER at the top level."""
+        version = ctx.api_version if ctx is not None else _local_alter_partition_version(req)
+        try:
+            return await self.controller.alter_partition(req, version)
+        except KafkaError as exc:
+            return m.AlterPartitionResponse(error_code=exc.code)
+
     def local_handler(self, request: m.Message):
         """The handler of a request this node sends to itself as the active controller."""
         return {
             m.BrokerRegistrationRequest: self.broker_registration,
             m.BrokerHeartbeatRequest: self.broker_heartbeat,
             m.AllocateProducerIdsRequest: self.allocate_producer_ids,
+            m.AlterPartitionRequest: self.alter_partition,
         }[type(request)]
+
+
+def _local_alter_partition_version(req: m.AlterPartitionRequest) -> int:
+    """The version an in-process AlterPartition (this node is the active controller) is read
+    as: v3 (the ISR with broker epochs) unless the sender filled only the v2 `new_isr`."""
+    for topic in req.topics:
+        for partition in topic.partitions:
+            if partition.new_isr and not partition.new_isr_with_epochs:
+                return 2
+    return 3
