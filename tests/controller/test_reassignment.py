@@ -129,10 +129,10 @@ def test_the_same_assignment_writes_nothing():
 @pytest.mark.parametrize("target,message", [
     ([], "The manual partition assignment includes an empty replica list."),
     ([1, 2, 2], "The manual partition assignment includes the broker 2 more than once."),
-    ([1, 9, 7], "The manual partition assignment includes broker 7, but no such broker is "
-                "registered."),
-    ([1, -1], "The manual partition assignment includes broker -1, but no such broker is "
-              "registered."),
+    ([1, 9, 7], ("The manual partition assignment includes broker 7, but no such broker is "
+                 "registered.")),
+    ([1, -1], ("The manual partition assignment includes broker -1, but no such broker is "
+               "registered.")),
 ])
 def test_invalid_targets_are_refused_with_kafkas_messages(target: list[int], message: str):
     c = Cluster()
@@ -278,8 +278,8 @@ def test_cancel_that_needs_an_unclean_election_is_refused_unless_the_topic_allow
     outcome, records = reassign(c, "t", 0, None)
     assert (outcome.error, outcome.message, records) == (
         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-        "Unable to revert partition assignment for t:0 because it would require an unclean "
-        "leader election.", [])
+        ("Unable to revert partition assignment for t:0 because it would require an unclean "
+         "leader election."), [])
     c = reassigned_away_and_lost_the_originals({"unclean.leader.election.enable": "true"})
     outcome, _ = reassign(c, "t", 0, None)
     assert outcome.error == ErrorCode.NONE

@@ -12,6 +12,9 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 
 ALTER, LIST = 45, 46
+BROKER_2_UNREGISTERED = ("The manual partition assignment includes broker 2, but no such broker "
+                         "is registered.")
+BROKER_1_TWICE = "The manual partition assignment includes the broker 1 more than once."
 APR = m.AlterPartitionReassignmentsRequest
 LPR = m.ListPartitionReassignmentsRequest
 
@@ -65,15 +68,12 @@ def test_the_same_replicas_are_accepted_and_nothing_starts(client):
 def test_bad_targets_get_kafkas_errors(client):
     resp = alter(client, {"moving": {0: [1, 2], 1: [1, 1], 7: [1]}, "missing": {0: [1]}})
     invalid = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert outcomes(resp) == {
-        ("moving", 0): (invalid, "The manual partition assignment includes broker 2, but no "
-                                 "such broker is registered."),
-        ("moving", 1): (invalid, "The manual partition assignment includes the broker 1 more "
-                                 "than once."),
-        ("moving", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition "
-                                                              "moving:7."),
-        ("missing", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named "
-                                                               "missing."),
+        ("moving", 0): (invalid, BROKER_2_UNREGISTERED),
+        ("moving", 1): (invalid, BROKER_1_TWICE),
+        ("moving", 7): (unknown, "Unable to find partition moving:7."),
+        ("missing", 0): (unknown, "Unable to find a topic named missing."),
     }
     resp = alter(client, {"moving": {0: []}})
     assert outcomes(resp) == {("moving", 0): (
