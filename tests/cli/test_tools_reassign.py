@@ -186,16 +186,16 @@ def test_execute_to_the_current_replicas_then_verify(capsys, node, tmp_path):
                             "--reassignment-json-file", path)
     current = f'{{"version":1,"partitions":[{{"topic":"{TOPIC}","partition":0,"replicas":[1],' \
               '"log_dirs":["any"]}]}'
-    assert (code, out) == (0, f"Current partition replica assignment\n\n{current}\n\n"
+    assert (code, out) == (0, (f"Current partition replica assignment\n\n{current}\n\n"
                               "Save this to use as the --reassignment-json-file option during "
                               f"rollback\nSuccessfully started partition reassignment for "
-                              f"{TOPIC}-0\n")
+                              f"{TOPIC}-0\n"))
     code, out, _ = reassign(capsys, "--bootstrap-server", node.bootstrap, "--verify",
                             "--reassignment-json-file", path)
-    assert (code, out) == (0, "Status of partition reassignment:\n"
+    assert (code, out) == (0, ("Status of partition reassignment:\n"
                               f"Reassignment of partition {TOPIC}-0 is completed.\n\n"
                               "Clearing broker-level throttles on broker 1\n"
-                              f"Clearing topic-level throttles on topic {TOPIC}\n")
+                              f"Clearing topic-level throttles on topic {TOPIC}\n"))
 
 
 def test_execute_with_a_throttle_sets_it_and_verify_clears_it(capsys, node, tmp_path):
@@ -248,8 +248,8 @@ def test_cancel_with_nothing_active(capsys, node, tmp_path):
     path = reassignment_file(tmp_path, [(TOPIC, 0, [1])])
     code, out, _ = reassign(capsys, "--bootstrap-server", node.bootstrap, "--cancel",
                             "--reassignment-json-file", path, "--preserve-throttles")
-    assert (code, out) == (0, "None of the specified partition reassignments are active.\n"
-                              "None of the specified partition moves are active.")
+    assert (code, out) == (0, ("None of the specified partition reassignments are active.\n"
+                              "None of the specified partition moves are active."))
 
 
 def test_log_dirs_describe(capsys, node):
