@@ -53,6 +53,11 @@ TOOLS: dict[str, Tool] = {
     "leader-election": Tool("odradek.cli.leader_election",
                             "Elect preferred or unclean partition leaders "
                             "(kafka-leader-election.sh)."),
+    "reassign-partitions": Tool("odradek.cli.reassign_partitions",
+                                "Move partitions between brokers: generate, execute, verify, "
+                                "cancel and list reassignments (kafka-reassign-partitions.sh)."),
+    "log-dirs": Tool("odradek.cli.log_dirs",
+                     "Describe the brokers' log directories (kafka-log-dirs.sh)."),
     "metadata-shell": Tool("odradek.cli.metadata_shell",
                            "Browse a cluster metadata log or snapshot "
                            "(kafka-metadata-shell.sh)."),

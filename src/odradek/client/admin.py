@@ -41,6 +41,7 @@ from odradek.client.admin_types import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    PartitionReassignment,
     ReplicaInfo,
     TopicDescription,
     TopicListing,
@@ -68,6 +69,7 @@ _client_ids = itertools.count(1)
 _LIST_OFFSETS, _METADATA, _CREATE_TOPICS, _DELETE_TOPICS, _DELETE_RECORDS = 2, 3, 19, 20, 21
 _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _DESCRIBE_LOG_DIRS, _CREATE_PARTITIONS = 32, 33, 35, 37
 _INCREMENTAL_ALTER_CONFIGS, _DESCRIBE_CLUSTER, _DESCRIBE_TOPIC_PARTITIONS = 44, 60, 75
+_ALTER_PARTITION_REASSIGNMENTS, _LIST_PARTITION_REASSIGNMENTS = 45, 46
 
 #: Errors worth retrying for calls answered by the controller (any broker forwards them).
 _CONTROLLER_RETRY = frozenset({
@@ -668,6 +670,82 @@ class AdminClient(GroupAdmin):
         results = await self._run("describeLogDirs", wanted, attempt, timeout_ms, _BROKER_RETRY)
         return _finish(results, raise_errors)
 
+    # ------------------------------------------------------------------------ reassignments
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Iterable[int] | None],
+        *,
+        timeout_ms: float | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, None | KafkaError]:
+        """Start (or change) the reassignment of each partition to its target replicas, or
+        cancel it (None): Kafka's Admin.alterPartitionReassignments, answered by the
+        controller (any broker forwards it)."""
+        wanted = {tp: None if replicas is None else list(replicas)
+                  for tp, replicas in reassignments.items()}
+        R = m.AlterPartitionReassignmentsRequest
+
+        async def attempt(pending: dict[TopicPartition, list[int] | None],
+                          deadline: Deadline) -> dict:
+            connection = await self._controller(deadline)
+            by_topic: dict[str, list[Any]] = defaultdict(list)
+            for tp, replicas in pending.items():
+                by_topic[tp.topic].append(R.ReassignablePartition(
+                    partition_index=tp.partition, replicas=replicas))
+            request = R(timeout_ms=int(self.cluster.request_timeout(deadline)), topics=[
+                R.ReassignableTopic(name=topic, partitions=partitions)
+                for topic, partitions in by_topic.items()])
+            response = await self._request(connection, request, deadline)
+            error = error_from_code(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+            outcomes: dict[TopicPartition, Outcome] = {}
+            for topic in response.responses:
+                for partition in topic.partitions:
+                    error = error_from_code(partition.error_code, partition.error_message)
+                    outcomes[TopicPartition(topic.name, partition.partition_index)] = (
+                        self._outcome(error, _CONTROLLER_RETRY) if error else None)
+            return outcomes
+
+        results = await self._run("alterPartitionReassignments", wanted, attempt, timeout_ms,
+                                  _CONTROLLER_RETRY)
+        return _finish(results, raise_errors)
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments (of `partitions`, or all): Kafka's
+        Admin.listPartitionReassignments."""
+        asked = None if partitions is None else list(dict.fromkeys(partitions))
+        R = m.ListPartitionReassignmentsRequest
+
+        async def attempt(deadline: Deadline) -> dict[TopicPartition, PartitionReassignment]:
+            connection = await self._controller(deadline)
+            topics = None
+            if asked is not None:
+                by_topic: dict[str, list[int]] = defaultdict(list)
+                for tp in asked:
+                    by_topic[tp.topic].append(tp.partition)
+                topics = [R.ListPartitionReassignmentsTopics(name=name, partition_indexes=ids)
+                          for name, ids in by_topic.items()]
+            request = R(timeout_ms=int(self.cluster.request_timeout(deadline)), topics=topics)
+            response = await self._request(connection, request, deadline)
+            error = error_from_code(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+            return {
+                TopicPartition(topic.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for topic in response.topics for p in topic.partitions}
+
+        return await self.cluster.call("listPartitionReassignments", attempt,
+                                       timeout_ms=timeout_ms,
+                                       retriable=lambda e: _is_transient(e, _CONTROLLER_RETRY))
+
     # ------------------------------------------------------------------------------ offsets
 
     async def _by_leader(
@@ -897,6 +975,8 @@ class Admin(SyncFacade[AdminClient]):
     incremental_alter_configs = blocking(AdminClient.incremental_alter_configs)
     describe_cluster = blocking(AdminClient.describe_cluster)
     describe_log_dirs = blocking(AdminClient.describe_log_dirs)
+    alter_partition_reassignments = blocking(AdminClient.alter_partition_reassignments)
+    list_partition_reassignments = blocking(AdminClient.list_partition_reassignments)
     list_offsets = blocking(AdminClient.list_offsets)
     delete_records = blocking(AdminClient.delete_records)
     find_coordinator = blocking(AdminClient.find_coordinator)

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from odradek.client.types import Node, TopicPartition
+
 # The config model's own types, re-exported as part of the admin API.
 from odradek.config.describe import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.config.types import ConfigType
@@ -31,6 +32,7 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "OffsetSpec",
+    "PartitionReassignment",
     "ReplicaInfo",
     "TopicDescription",
     "TopicListing",
@@ -155,6 +157,16 @@ class TopicDescription:
     def topic_id_str(self) -> str:
         """The topic id as Kafka prints it (22 characters of base64url)."""
         return uuid_to_kafka_str(self.topic_id)
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """An ongoing reassignment (Kafka's PartitionReassignment): every replica while it runs
+    (the target and the ones being removed), the ones being added and being removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ _DEFAULT_PRINCIPAL_BUILDER = \
 _DEFAULT_ASSIGNORS = ["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
                       "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]
 _DOUBLE_MAX = 1.7976931348623157e308
+_LONG_MAX = 9223372036854775807
 
 # (name, type, default, validator, importance, update mode, doc). Kafka 3.8's defaults.
 _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode, str]] = [
@@ -307,6 +308,23 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Samples kept for replication quotas."),
     ("replication.quota.window.size.seconds", _I, 1, at_least(1), _LOW, _RO,
      "Time span of one replication quota sample."),
+    # Replication throttles (Kafka's QuotaConfigs: only set dynamically, per broker; the
+    # reassign-partitions tool sets and clears them). Long.MAX_VALUE: no throttle.
+    ("leader.replication.throttled.rate", _L, _LONG_MAX, at_least(0), _MEDIUM, _PB,
+     "A long representing the upper bound (bytes/sec) on replication traffic for leaders "
+     "enumerated in the property leader.replication.throttled.replicas (for each topic). This "
+     "property can be only set dynamically. It is suggested that the limit be kept above "
+     "1MB/s for accurate behaviour."),
+    ("follower.replication.throttled.rate", _L, _LONG_MAX, at_least(0), _MEDIUM, _PB,
+     "A long representing the upper bound (bytes/sec) on replication traffic for followers "
+     "enumerated in the property follower.replication.throttled.replicas (for each topic). "
+     "This property can be only set dynamically. It is suggested that the limit be kept above "
+     "1MB/s for accurate behaviour."),
+    ("replica.alter.log.dirs.io.max.bytes.per.second", _L, _LONG_MAX, at_least(0), _MEDIUM,
+     _PB,
+     "A long representing the upper bound (bytes/sec) on disk IO used for moving replica "
+     "between log directories on the same broker. This property can be only set dynamically. "
+     "It is suggested that the limit be kept above 1MB/s for accurate behaviour."),
     ("controller.quota.window.num", _I, 11, at_least(1), _LOW, _RO,
      "Samples kept for controller mutation quotas."),
     ("controller.quota.window.size.seconds", _I, 1, at_least(1), _LOW, _RO,

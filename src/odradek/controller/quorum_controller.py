@@ -30,9 +30,13 @@ from odradek.controller.quorum import MetadataQuorum
 from odradek.controller.replication_control import (
     ConfigLookup,
     ElectionResults,
+    OngoingReassignment,
+    ReassignmentResults,
     alter_partition,
+    alter_partition_reassignments,
     balance_partition_leaders,
     elect_leaders,
+    list_partition_reassignments,
 )
 from odradek.metadata.image import METADATA_VERSION_FEATURE, RESOURCE_BROKER, MetadataImage
 from odradek.protocol import messages as m
@@ -305,15 +309,38 @@ class QuorumController:
             await self._commit(records)
             return results
 
+    async def alter_partition_reassignments(
+            self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]
+    ) -> ReassignmentResults:
+        """AlterPartitionReassignments: an outcome per partition (see
+        `replication_control.alter_partition_reassignments`). A failure of the whole request
+        (not the active controller) raises KafkaError."""
+        async with self._lock:
+            self._check_active()
+            results, records = alter_partition_reassignments(
+                self.image, topics, broker_config=self.broker_config)
+            await self._commit(records)
+            return results
+
+    async def list_partition_reassignments(
+            self, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[tuple[str, list[OngoingReassignment]]]:
+        """ListPartitionReassignments (None: every partition), from the committed image."""
+        async with self._lock:
+            self._check_active()
+            return list_partition_reassignments(self.image, topics)
+
     async def alter_partition(self, request: m.AlterPartitionRequest,
                               version: int) -> m.AlterPartitionResponse:
-        """AlterPartition from a partition leader (ISR changes), validated and committed as
-        Kafka's ReplicationControlManager does; raises KafkaError(NOT_CONTROLLER) elsewhere."""
+        """AlterPartition from a partition leader: its ISR (and leader recovery state)
+        changes, validated as Kafka does; a change that puts every target replica of a
+        reassignment in the ISR completes the reassignment in the same record. Answered once
+        the records are committed, so the leader's next request sees the new partition epoch."""
         async with self._lock:
             self._check_active()
             response, records = alter_partition(
-                self.image, request.broker_id, request.broker_epoch, request, version=version,
-                broker_config=self.broker_config)
+                self.image, request.broker_id, request.broker_epoch, request,
+                version=version, broker_config=self.broker_config)
             await self._commit(records)
             return response
 

@@ -24,7 +24,14 @@ Rules (Kafka 4.0):
   last known leader is kept in `last_known_elr` when the ISR empties, and may be elected
   (uncleanly) when both ISR and ELR are empty.
 
-Reassignments (adding/removing replicas) are not handled: Odradek has no reassignment API.
+Reassignments (KIP-455, as Kafka's PartitionReassignmentReplicas): AlterPartitionReassignments
+writes a PartitionChangeRecord with replicas = target + the replicas being removed, and the
+adding/removing sets; the brokers being added replicate, and the leader adds them to the ISR by
+AlterPartition. Every PartitionChangeBuilder run (AlterPartition, broker fencing, unfencing,
+shutdown, elections) completes a reassignment once every target replica is in the ISR: replicas
+become the target, the removed replicas leave the ISR, adding/removing are cleared, and a leader
+that was removed hands leadership to the first target replica in the ISR. Cancelling
+(`replicas: null`) reverts to the original replicas (PartitionReassignmentRevert).
 """
 
 from __future__ import annotations
@@ -133,6 +140,10 @@ def merge_partition_change(partition: PartitionRegistration,
         changes["isr"] = tuple(record.isr)
     if record.replicas is not None:
         changes["replicas"] = tuple(record.replicas)
+    if record.removing_replicas is not None:
+        changes["removing_replicas"] = tuple(record.removing_replicas)
+    if record.adding_replicas is not None:
+        changes["adding_replicas"] = tuple(record.adding_replicas)
     if record.leader != LEADER_NO_CHANGE:
         changes["leader"] = record.leader
         changes["leader_epoch"] = partition.leader_epoch + 1
@@ -168,7 +179,10 @@ class PartitionChangeBuilder:
                  target_isr: Sequence[int] | None = None,
                  target_leader_recovery_state: int | None = None,
                  unclean_shutdown_replicas: Sequence[int] = (),
-                 use_last_known_leader: bool = True) -> None:
+                 use_last_known_leader: bool = True,
+                 target_replicas: Sequence[int] | None = None,
+                 target_removing: Sequence[int] | None = None,
+                 target_adding: Sequence[int] | None = None) -> None:
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -177,6 +191,12 @@ class PartitionChangeBuilder:
         self.election = election
         self.elr = elr
         self.target_isr = list(partition.isr if target_isr is None else target_isr)
+        self.target_replicas = list(partition.replicas if target_replicas is None
+                                    else target_replicas)
+        self.target_removing = list(partition.removing_replicas if target_removing is None
+                                    else target_removing)
+        self.target_adding = list(partition.adding_replicas if target_adding is None
+                                  else target_adding)
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = (partition.leader_recovery_state
@@ -188,14 +208,17 @@ class PartitionChangeBuilder:
     def build(self) -> m.PartitionChangeRecord | None:
         record = m.PartitionChangeRecord(topic_id=self.topic_id,
                                          partition_id=self.partition_id)
+        self._complete_reassignment_if_needed()
         self._populate_target_elr()
         self._try_election(record)
+        self._bump_leader_epoch_for_reassignment(record)
         self._update_record_elr(record)
         # The ISR may only become empty when ELR is on (then the ELR keeps who may lead).
         if (record.isr is None and (self.target_isr or self.elr)
                 and self.target_isr != list(self.partition.isr)):
             record.isr = list(self.target_isr)
         self._update_last_known_leader(record)
+        self._set_assignment_changes(record)
         if self.target_leader_recovery_state != self.partition.leader_recovery_state:
             record.leader_recovery_state = self.target_leader_recovery_state
         return None if _is_no_op(record) else record
@@ -220,7 +243,7 @@ class PartitionChangeBuilder:
     def _elect_leader(self) -> tuple[int, bool]:
         """(new leader or NO_LEADER, whether the election was unclean)."""
         p = self.partition
-        replicas = list(p.replicas)
+        replicas = self.target_replicas
         if self.election is Election.PREFERRED:
             if replicas and self._is_valid_new_leader(replicas[0]):
                 return replicas[0], False
@@ -259,6 +282,48 @@ class PartitionChangeBuilder:
             record.isr = [leader]
             if self.partition.leader_recovery_state != RECOVERING:
                 record.leader_recovery_state = RECOVERING
+
+    # -- reassignment
+    def _complete_reassignment_if_needed(self) -> None:
+        """Kafka's maybeCompleteReassignment: once every replica of the target assignment
+        (replicas minus removing) is in the target ISR, the removed replicas leave the replicas
+        and the ISR and adding/removing are cleared. Not while that would empty the ISR."""
+        if not self.target_removing and not self.target_adding:
+            return
+        new_isr = list(self.target_isr)
+        new_replicas = list(self.target_replicas)
+        if self.target_removing:
+            removing = set(self.target_removing)
+            new_isr = [r for r in self.target_isr if r not in removing]
+            if not new_isr:
+                return
+            new_replicas = [r for r in self.target_replicas if r not in removing]
+            if not new_replicas:
+                return
+        if not set(new_replicas) <= set(new_isr):
+            return
+        self.target_isr = new_isr
+        self.target_replicas = new_replicas
+        self.target_removing = []
+        self.target_adding = []
+
+    def _bump_leader_epoch_for_reassignment(self, record: m.PartitionChangeRecord) -> None:
+        """A replica leaving the replica set bumps the leader epoch (Kafka's
+        triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), so the removed replica's
+        fetches are fenced."""
+        if record.leader != LEADER_NO_CHANGE:
+            return  # a new leader bumps it anyway
+        if not set(self.partition.replicas) <= set(self.target_replicas):
+            record.leader = self.partition.leader
+
+    def _set_assignment_changes(self, record: m.PartitionChangeRecord) -> None:
+        p = self.partition
+        if self.target_replicas and self.target_replicas != list(p.replicas):
+            record.replicas = list(self.target_replicas)
+        if self.target_removing != list(p.removing_replicas):
+            record.removing_replicas = list(self.target_removing)
+        if self.target_adding != list(p.adding_replicas):
+            record.adding_replicas = list(self.target_adding)
 
     # -- ELR
     def _populate_target_elr(self) -> None:
@@ -671,13 +736,254 @@ def alter_partition(image: MetadataImage, broker_id: int, broker_epoch: int,
     return response, records
 
 
+# -- partition reassignments (AlterPartitionReassignments, ListPartitionReassignments)
+def is_reassigning(partition: PartitionRegistration) -> bool:
+    return bool(partition.adding_replicas or partition.removing_replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentReplicas:
+    """Kafka's PartitionReassignmentReplicas for a move from `current` to `target`: the
+    replicas to remove and to add (each sorted), and the replica set while it runs: the target
+    followed by the replicas being removed."""
+
+    removing: tuple[int, ...]
+    adding: tuple[int, ...]
+    replicas: tuple[int, ...]
+
+    @classmethod
+    def of(cls, current: Sequence[int], target: Sequence[int]) -> ReassignmentReplicas:
+        removing = tuple(sorted(set(current) - set(target)))
+        adding = tuple(sorted(set(target) - set(current)))
+        return cls(removing, adding, tuple(target) + removing)
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentRevert:
+    """Kafka's PartitionReassignmentRevert: the replicas and ISR a cancelled reassignment goes
+    back to (the replicas it was adding leave both). When only adding replicas were in the ISR,
+    the first original replica becomes the ISR alone: an unclean election."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    unclean: bool
+
+    @classmethod
+    def of(cls, partition: PartitionRegistration) -> ReassignmentRevert:
+        adding = set(partition.adding_replicas)
+        replicas = tuple(r for r in partition.replicas if r not in adding)
+        isr = tuple(r for r in partition.isr if r not in adding)
+        if isr:
+            return cls(replicas, isr, False)
+        if not replicas:  # cannot happen: a reassignment starts from a non-empty replica set
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "Invalid replica assignment: addingReplicas contains all replicas.")
+        return cls(replicas, (replicas[0],), True)
+
+
+def validate_manual_partition_assignment(image: MetadataImage, replicas: Sequence[int],
+                                         replication_factor: int | None = None) -> None:
+    """Kafka's validateManualPartitionAssignment: raises KafkaError(INVALID_REPLICA_ASSIGNMENT)
+    with Kafka's message. Brokers are checked in id order, so the lowest bad id is named (a
+    negative id is an unregistered broker)."""
+    if not replicas:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    previous: int | None = None
+    for broker_id in sorted(replicas):
+        if broker_id not in image.brokers:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {broker_id}, "
+                             "but no such broker is registered.")
+        if broker_id == previous:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {broker_id} "
+                             "more than once.")
+        previous = broker_id
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"The manual partition assignment includes a partition with "
+                         f"{len(replicas)} replica(s), but this is not consistent with previous "
+                         f"partitions, which have {replication_factor} replica(s).")
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentOutcome:
+    """One partition's answer in AlterPartitionReassignments."""
+
+    partition_id: int
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+
+
+ReassignmentResults = list[tuple[str, list[ReassignmentOutcome]]]
+
+
+def _reassignment_builder(image: MetadataImage, topic: TopicImage, partition_id: int,
+                          partition: PartitionRegistration, broker_config: ConfigLookup | None,
+                          **targets: Any) -> PartitionChangeBuilder:
+    unclean = unclean_leader_election_enabled(image, topic.name, broker_config)
+    return PartitionChangeBuilder(
+        partition, topic.topic_id, partition_id, lambda r: is_active(image, r),
+        effective_min_isr(image, topic, broker_config),
+        election=Election.UNCLEAN if unclean else Election.ONLINE, elr=elr_enabled(image),
+        **targets)
+
+
+def _cancel_reassignment(image: MetadataImage, topic: TopicImage, partition_id: int,
+                         partition: PartitionRegistration,
+                         broker_config: ConfigLookup | None) -> m.PartitionChangeRecord | None:
+    if not is_reassigning(partition):
+        raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+    revert = ReassignmentRevert.of(partition)
+    if revert.unclean and not unclean_leader_election_enabled(image, topic.name, broker_config):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Unable to revert partition assignment for {topic.name}:{partition_id} "
+                         "because it would require an unclean leader election.")
+    return _reassignment_builder(
+        image, topic, partition_id, partition, broker_config, target_isr=revert.isr,
+        target_replicas=revert.replicas, target_removing=(), target_adding=()).build()
+
+
+def _change_reassignment(image: MetadataImage, topic: TopicImage, partition_id: int,
+                         partition: PartitionRegistration, target: Sequence[int],
+                         broker_config: ConfigLookup | None) -> m.PartitionChangeRecord | None:
+    """Kafka's changePartitionReassignment: the replica set grows to the target plus the
+    replicas being removed; a target the ISR already covers completes at once (the builder
+    sees it). Only non-empty adding/removing sets replace the partition's current ones."""
+    validate_manual_partition_assignment(image, target)
+    reassignment = ReassignmentReplicas.of(partition.replicas, target)
+    targets: dict[str, Any] = {}
+    if list(reassignment.replicas) != list(partition.replicas):
+        targets["target_replicas"] = reassignment.replicas
+    if reassignment.removing:
+        targets["target_removing"] = reassignment.removing
+    if reassignment.adding:
+        targets["target_adding"] = reassignment.adding
+    return _reassignment_builder(image, topic, partition_id, partition, broker_config,
+                                 **targets).build()
+
+
+def alter_partition_reassignments(
+        image: MetadataImage,
+        topics: Iterable[tuple[str, Iterable[tuple[int, Sequence[int] | None]]]], *,
+        broker_config: ConfigLookup | None = None
+) -> tuple[ReassignmentResults, list[m.PartitionChangeRecord]]:
+    """AlterPartitionReassignments: per topic (request order), each partition's outcome, and
+    the records (Kafka's alterPartitionReassignments, all-or-nothing as one batch).
+
+    A partition's `replicas` is the target assignment, or None to cancel its reassignment.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION ("Unable to find a topic named t." / "Unable to find
+    partition t:p."), INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unregistered replicas;
+    a cancel that would need an unclean election the topic does not allow),
+    NO_REASSIGNMENT_IN_PROGRESS (cancelling a partition that is not reassigning).
+    A partition named twice is changed twice, the second time over the first's result."""
+    results: ReassignmentResults = []
+    records: list[m.PartitionChangeRecord] = []
+    changed: dict[tuple[uuid.UUID, int], PartitionRegistration] = {}
+    for topic_name, partitions in topics:
+        outcomes: list[ReassignmentOutcome] = []
+        results.append((topic_name, outcomes))
+        topic = image.topics_by_name.get(topic_name)
+        for partition_id, target in partitions:
+            try:
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"Unable to find a topic named {topic_name}.")
+                key = (topic.topic_id, partition_id)
+                partition = changed.get(key) or topic.partitions.get(partition_id)
+                if partition is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"Unable to find partition {topic_name}:{partition_id}.")
+                if target is None:
+                    record = _cancel_reassignment(image, topic, partition_id, partition,
+                                                  broker_config)
+                else:
+                    record = _change_reassignment(image, topic, partition_id, partition,
+                                                  target, broker_config)
+            except KafkaError as exc:
+                outcomes.append(ReassignmentOutcome(partition_id, exc.code, exc.message))
+                continue
+            if record is not None:
+                records.append(record)
+                changed[key] = merge_partition_change(partition, record)
+            outcomes.append(ReassignmentOutcome(partition_id))
+    return results, records
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """A partition being reassigned, as ListPartitionReassignments reports it."""
+
+    partition_id: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+def list_partition_reassignments(
+        image: MetadataImage,
+        topics: Iterable[tuple[str, Iterable[int]]] | None = None
+) -> list[tuple[str, list[OngoingReassignment]]]:
+    """ListPartitionReassignments: the ongoing reassignments of the partitions asked (None:
+    of every partition, by topic name). Unknown topics and partitions, and partitions not being
+    reassigned, are left out, as are topics left with none (as Kafka)."""
+    if topics is None:
+        asked: list[tuple[str, Iterable[int]]] = [
+            (name, sorted(image.topics_by_name[name].partitions))
+            for name in sorted(image.topics_by_name)]
+    else:
+        asked = list(topics)
+    out: list[tuple[str, list[OngoingReassignment]]] = []
+    for name, partition_ids in asked:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            continue
+        ongoing = []
+        for partition_id in partition_ids:
+            partition = topic.partitions.get(partition_id)
+            if partition is not None and is_reassigning(partition):
+                ongoing.append(OngoingReassignment(partition_id, partition.replicas,
+                                                   partition.adding_replicas,
+                                                   partition.removing_replicas))
+        if ongoing:
+            out.append((name, ongoing))
+    return out
+
+
 __all__ = [
-    "ELECTION_PREFERRED", "ELECTION_UNCLEAN", "ELR_FEATURE", "MAX_ELECTIONS_PER_IMBALANCE",
-    "RECOVERED", "RECOVERING", "ConfigLookup", "Election", "ElectionResults",
-    "PartitionChangeBuilder", "PartitionElection",
-    "alter_partition", "balance_partition_leaders", "effective_min_isr", "elect_leaders",
-    "elr_enabled", "handle_broker_controlled_shutdown", "handle_broker_fenced",
-    "handle_broker_unclean_shutdown", "handle_broker_unfenced", "handle_broker_unregistered",
-    "imbalanced_partitions", "is_active", "merge_partition_change",
+    "ELECTION_PREFERRED",
+    "ELECTION_UNCLEAN",
+    "ELR_FEATURE",
+    "MAX_ELECTIONS_PER_IMBALANCE",
+    "RECOVERED",
+    "RECOVERING",
+    "ConfigLookup",
+    "Election",
+    "ElectionResults",
+    "OngoingReassignment",
+    "PartitionChangeBuilder",
+    "PartitionElection",
+    "ReassignmentOutcome",
+    "ReassignmentReplicas",
+    "ReassignmentResults",
+    "ReassignmentRevert",
+    "alter_partition",
+    "alter_partition_reassignments",
+    "balance_partition_leaders",
+    "effective_min_isr",
+    "elect_leaders",
+    "elr_enabled",
+    "handle_broker_controlled_shutdown",
+    "handle_broker_fenced",
+    "handle_broker_unclean_shutdown",
+    "handle_broker_unfenced",
+    "handle_broker_unregistered",
+    "imbalanced_partitions",
+    "is_active",
+    "is_reassigning",
+    "list_partition_reassignments",
+    "merge_partition_change",
     "unclean_leader_election_enabled",
+    "validate_manual_partition_assignment",
 ]

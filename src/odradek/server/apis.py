@@ -55,6 +55,7 @@ SERVED_VERSIONS: dict[int, int] = {
         17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
         19, 20, 21, 22, 23, 32, 33, 35, 37, 42, 44, 47,
         43,  # ElectLeaders
+        45, 46,  # AlterPartitionReassignments, ListPartitionReassignments (forwarded)
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
         57,  # UpdateFeatures (forwarded to the active controller)
         60, 75,  # DescribeCluster, DescribeTopicPartitions
@@ -70,11 +71,11 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     1: 13,  # Fetch of __cluster_metadata (by topic id)
     17: 0, 18: 0, 36: 0,  # SaslHandshake, ApiVersions, SaslAuthenticate
     52: 0, 53: 0, 54: 0, 55: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum
+    56: 2,  # AlterPartition: partition leaders' ISR changes (Kafka 4.0 takes v2-3)
     58: 0,  # Envelope: admin requests forwarded by brokers
     59: 0,  # FetchSnapshot of __cluster_metadata (KIP-630)
     60: 0,  # DescribeCluster
     62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds
-    56: 2,  # AlterPartition (by topic id: v2+, all Kafka 4.0 takes)
     57: 0,  # UpdateFeatures (carried out by the active controller; NOT_CONTROLLER elsewhere)
     80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
@@ -90,6 +91,8 @@ FORWARDED_APIS = frozenset({
     37,  # CreatePartitions
     43,  # ElectLeaders
     44,  # IncrementalAlterConfigs
+    45,  # AlterPartitionReassignments
+    46,  # ListPartitionReassignments
     55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
     80,  # AddRaftVoter
@@ -155,6 +158,8 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
         37: admin.create_partitions,
         43: admin.elect_leaders,
         44: admin.incremental_alter_configs,
+        45: admin.alter_partition_reassignments,
+        46: admin.list_partition_reassignments,
         57: admin.update_features,
     }
 
@@ -180,12 +185,12 @@ def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
         53: raft.begin_quorum_epoch,
         54: raft.end_quorum_epoch,
         55: raft.describe_quorum,
+        56: controller.alter_partition,
         58: envelope.envelope,
         59: raft.fetch_snapshot,
         60: metadata.describe_cluster,
         62: controller.broker_registration,
         63: controller.broker_heartbeat,
-        56: controller.alter_partition,
         57: admin.update_features,
         67: controller.allocate_producer_ids,
         80: raft.add_raft_voter,

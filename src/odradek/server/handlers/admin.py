@@ -29,7 +29,8 @@ log = logging.getLogger("odradek.admin")
 
 class AdminApis:
     """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs, ElectLeaders, UpdateFeatures:
+    IncrementalAlterConfigs, DeleteRecords, DescribeLogDirs, ElectLeaders,
+    AlterPartitionReassignments, ListPartitionReassignments, UpdateFeatures:
     metadata changes go to the controller, data changes to the replica manager."""
 
     def __init__(self, *, node_id: int, config: Any, default_log_config: LogConfig,
@@ -165,6 +166,52 @@ class AdminApis:
                 R.PartitionResult(partition_id=e.partition_id, error_code=e.error,
                                   error_message=e.message) for e in elections])
             for topic, elections in results])
+
+    async def alter_partition_reassignments(self, ctx: RequestContext,
+                                            req: m.AlterPartitionReassignmentsRequest):
+        """AlterPartitionReassignments: the controller starts, changes or cancels (replicas
+        null) each partition's reassignment; a failure of the whole request (not the active
+        controller) is the top-level error, and every partition's (as Kafka's
+        getErrorResponse)."""
+        R = m.AlterPartitionReassignmentsResponse
+        asked = [(t.name, [(p.partition_index,
+                            None if p.replicas is None else list(p.replicas))
+                           for p in t.partitions]) for t in req.topics]
+        try:
+            results = await self.controller.alter_partition_reassignments(asked)
+        except KafkaError as exc:
+            return R(error_code=exc.code, error_message=exc.message, responses=[
+                R.ReassignableTopicResponse(name=name, partitions=[
+                    R.ReassignablePartitionResponse(partition_index=p, error_code=exc.code,
+                                                    error_message=exc.message)
+                    for p, _ in partitions])
+                for name, partitions in asked])
+        return R(error_code=ErrorCode.NONE, error_message=None, responses=[
+            R.ReassignableTopicResponse(name=name, partitions=[
+                R.ReassignablePartitionResponse(partition_index=o.partition_id,
+                                                error_code=o.error, error_message=o.message)
+                for o in outcomes])
+            for name, outcomes in results])
+
+    async def list_partition_reassignments(self, ctx: RequestContext,
+                                           req: m.ListPartitionReassignmentsRequest):
+        """ListPartitionReassignments: the ongoing reassignments (of the partitions asked, or
+        of all when `topics` is null), from the active controller."""
+        R = m.ListPartitionReassignmentsResponse
+        asked = (None if req.topics is None
+                 else [(t.name, list(t.partition_indexes)) for t in req.topics])
+        try:
+            ongoing = await self.controller.list_partition_reassignments(asked)
+        except KafkaError as exc:
+            return R(error_code=exc.code, error_message=exc.message, topics=[])
+        return R(error_code=ErrorCode.NONE, error_message=None, topics=[
+            R.OngoingTopicReassignment(name=name, partitions=[
+                R.OngoingPartitionReassignment(
+                    partition_index=r.partition_id, replicas=list(r.replicas),
+                    adding_replicas=list(r.adding_replicas),
+                    removing_replicas=list(r.removing_replicas))
+                for r in reassignments])
+            for name, reassignments in ongoing])
 
     async def update_features(self, ctx: RequestContext, req: m.UpdateFeaturesRequest):
         """UpdateFeatures: the controller answers per feature (v0-1; v2 has the first failure

@@ -18,11 +18,6 @@ if TYPE_CHECKING:
     from odradek.server.network import RequestContext
 
 
-# A broker's own AlterPartition, answered in-process when it is the active controller, is
-# built as the newest version (the ISR with broker epochs).
-ALTER_PARTITION_LOCAL_VERSION = 3
-
-
 class ControllerApis:
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
@@ -66,8 +61,10 @@ class ControllerApis:
             return R(error_code=exc.code, producer_id_start=-1, producer_id_len=0)
         return R(error_code=ErrorCode.NONE, producer_id_start=start, producer_id_len=length)
 
-    async def alter_partition(self, ctx: RequestContext | None, req: m.AlterPartitionRequest):
-        version = ctx.api_version if ctx is not None else ALTER_PARTITION_LOCAL_VERSION
+    async def alter_partition(self, ctx: RequestContext, req: m.AlterPartitionRequest):
+        """A partition leader's ISR change (see `QuorumController.alter_partition`); a node
+        that is not the active controller answers NOT_CONTROLLER at the top level."""
+        version = ctx.api_version if ctx is not None else _local_alter_partition_version(req)
         try:
             return await self.controller.alter_partition(req, version)
         except KafkaError as exc:
@@ -81,3 +78,13 @@ class ControllerApis:
             m.AllocateProducerIdsRequest: self.allocate_producer_ids,
             m.AlterPartitionRequest: self.alter_partition,
         }[type(request)]
+
+
+def _local_alter_partition_version(req: m.AlterPartitionRequest) -> int:
+    """The version an in-process AlterPartition (this node is the active controller) is read
+    as: v3 (the ISR with broker epochs) unless the sender filled only the v2 `new_isr`."""
+    for topic in req.topics:
+        for partition in topic.partitions:
+            if partition.new_isr and not partition.new_isr_with_epochs:
+                return 2
+    return 3
