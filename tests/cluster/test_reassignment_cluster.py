@@ -1,11 +1,8 @@
 """Partition reassignment on a real 3-node cluster (3 combined voters): an RF=1 partition with
 data moves from broker 1 to broker 2 with `odradek reassign-partitions --execute`, and
 `--verify` reports it completed once broker 2 has caught up; the data is then read from
-broker 2, and `odradek log-dirs` shows the partition there.
-
-It completes only with follower replication (the new replica must fetch from the leader and
-the leader must add it to the ISR by AlterPartition): marked `replication_pending` until that
-lands (see pyproject's markers)."""
+broker 2, and `odradek log-dirs` shows the partition there. (The new replica fetches from the
+leader, which adds it to the ISR by AlterPartition; that ISR change completes the move.)"""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ from quorum_cluster import QuorumCluster
 
 from odradek.cli import log_dirs, reassign_partitions
 from odradek.client import Admin, Consumer, NewTopic, Producer
-
-pytestmark = pytest.mark.replication_pending
 
 START_TIMEOUT_S = 40.0
 MOVE_TIMEOUT_S = 60.0
