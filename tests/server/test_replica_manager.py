@@ -313,7 +313,10 @@ def test_min_insync_replicas_refuses_acks_all_before_the_append(cluster: Cluster
     assert pending.result.first_offset == 0 and log.log_end_offset == 1
 
 
-def test_isr_shrinking_below_min_insync_fails_the_append_after_it(cluster: Cluster) -> None:
+def test_below_min_insync_replicas_the_high_watermark_holds(cluster: Cluster) -> None:
+    """Kafka 3.7+: with the ISR below min.insync.replicas nothing becomes committed: an
+    acks=all append waits (and times out), acks=1 records stay invisible until the ISR is
+    back."""
     cluster.create_topic(replicas=[LEADER, FOLLOWER], configs={"min.insync.replicas": "2"})
 
     async def scenario() -> None:
@@ -321,8 +324,29 @@ def test_isr_shrinking_below_min_insync_fails_the_append_after_it(cluster: Clust
         assert pending.committed is not None and not pending.committed.done()
         cluster.change_partition(isr=[LEADER])  # the follower falls out of the ISR
         partition = cluster.partition()
-        assert partition.isr == (LEADER,) and partition.log.high_watermark == 2
-        assert pending.committed.done()
+        assert partition.isr == (LEADER,) and partition.log.high_watermark == 0
+        cluster.append(1, acks=1)
+        follower_fetched(partition, FOLLOWER, 3, cluster.clock.time_ms())
+        assert partition.log.high_watermark == 0 and not pending.committed.done()
+        cluster.change_partition(isr=[LEADER, FOLLOWER])  # back: the HW moves at once
+        assert partition.log.high_watermark == 3
+        assert pending.outcome() == ErrorCode.NONE
+
+    run(scenario)
+
+
+def test_an_isr_below_min_insync_when_the_commit_completes_fails_it_after_append(
+        cluster: Cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER], configs={"min.insync.replicas": "2"})
+
+    async def scenario() -> None:
+        pending = cluster.append(2)
+        partition = cluster.partition()
+        follower_fetched(partition, FOLLOWER, 2, cluster.clock.time_ms())
+        assert pending.committed is not None and pending.committed.done()
+        # The ISR shrinks before the waiting produce looks at its outcome (Kafka's
+        # checkEnoughReplicasReachOffset on completion).
+        cluster.change_partition(isr=[LEADER])
         assert pending.outcome() == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
     run(scenario)

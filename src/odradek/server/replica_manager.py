@@ -54,8 +54,8 @@ class AppendResult:
 
 @dataclass(slots=True)
 class PendingAppend:
-    """An append done locally; `committed` (None when already committed at append time)
-    completes when the high watermark passes `result.last_offset`."""
+    """An append done locally; for acks=all, `committed` completes when the high watermark
+    passes `result.last_offset` (None when it already had, and for acks=0/1)."""
 
     partition: Partition
     result: AppendResult
@@ -188,7 +188,9 @@ class Partition:
 
     @property
     def min_insync_replicas(self) -> int:
-        return self.log.config.min_insync_replicas
+        """Kafka's effectiveMinIsr: `min.insync.replicas`, but never more than the replicas
+        there are."""
+        return min(self.log.config.min_insync_replicas, max(1, len(self.replicas)))
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -237,8 +239,13 @@ class Partition:
     def maybe_increment_high_watermark(self, now_ms: int = 0) -> bool:
         """HW = the smallest log end offset among the maximal ISR (the leader's own included)
         and the followers caught up enough to join it (so a follower catching up is not
-        outrun for ever); moving it completes the appends waiting for it."""
+        outrun for ever), held while the ISR is below min.insync.replicas; moving it
+        completes the appends waiting for it."""
         if not self.is_leader:
+            return False
+        if len(self.isr) < self.min_insync_replicas:
+            # Kafka 3.7+ (KIP-966): below min.insync.replicas nothing becomes committed, so a
+            # leader elected from the ISR later cannot lack what consumers were shown.
             return False
         leader_end = self.log.log_end_offset
         new_hw = leader_end
@@ -372,7 +379,9 @@ class Partition:
                               info.log_start_offset)
         if not info.duplicate:
             self.maybe_increment_high_watermark(now_ms)
-        committed = None if info.last_offset < self.log.high_watermark \
+        # Only acks=all waits for the commit (acks=0/1 are answered at once).
+        committed = None if (required_acks != ACKS_ALL
+                             or info.last_offset < self.log.high_watermark) \
             else self.commits.wait(info.last_offset)
         return PendingAppend(self, result, committed)
 
