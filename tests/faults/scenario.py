@@ -62,11 +62,12 @@ class RunResult:
     history_path: Path
     report: Report
     harness_errors: list[str]  # a worker that crashed: the history is then not to be trusted
+    liveness_problems: list[str] = field(default_factory=list)
     log_tails: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.report.ok and not self.harness_errors
+        return self.report.ok and not self.harness_errors and not self.liveness_problems
 
     def summary(self) -> str:
         lines = [(f"seed {self.config.seed}, scenario {self.config.scenario}, "
@@ -76,6 +77,7 @@ class RunResult:
                   f"{'netns' if self.config.uses_netns else 'loopback'}"),
                  f"history: {self.history_path}",
                  self.report.summary()]
+        lines += [f"NOT LIVE: {problem}" for problem in self.liveness_problems]
         lines += [f"HARNESS ERROR: {error}" for error in self.harness_errors]
         if not self.ok:
             lines.append(f"replay with --seed {self.config.seed}")
@@ -90,6 +92,20 @@ def acked_targets(history: History) -> dict[int, int]:
             targets[event["partition"]] = max(targets.get(event["partition"], 0),
                                               event["offset"] + 1)
     return targets
+
+
+def liveness_problems(events: list[dict]) -> list[str]:
+    """A run is only evidence if the cluster took writes, and took them again once the faults
+    were over (it recovered): otherwise "nothing lost" says nothing."""
+    acks = [e["t"] for e in events if e["type"] == "ack"]
+    faults_end = next((e["t"] for e in events
+                       if e["type"] == "phase" and e["name"] == "faults-end"), None)
+    if not acks:
+        return ["no record was acknowledged in the whole run"]
+    if faults_end is not None and max(acks) < faults_end:
+        return [("no record was acknowledged after the faults ended "
+                f"(t={faults_end:.1f}s): the cluster did not recover")]
+    return []
 
 
 def create_topic(cluster: FaultCluster, config: ScenarioConfig) -> None:
@@ -187,7 +203,7 @@ def run_scenario(config: ScenarioConfig,
                                       f"(exit {node.proc.returncode if node.proc else None})")
         tails = cluster.log_tails()
     result = RunResult(config, schedule, history_path, check(history.events), harness_errors,
-                       tails)
+                       liveness_problems(history.events), tails)
     log(result.summary())
     if not result.ok:
         log(f"node logs under {config.workdir / 'cluster'}; their tails:\n{tails}")
