@@ -15,7 +15,8 @@ What counts as an anomaly (each makes `Report.ok` false):
 
 Not anomalies, reported for information: records the client failed (indeterminate: a failed
 record that was in fact stored is `failed_but_read`, which Kafka allows), and the unavailability
-windows: the longest time between consecutive acknowledgements while the producer was trying.
+windows: the longest time between consecutive acknowledgements while the producer was trying,
+of each partition (what a client writing to it saw) and of the whole topic (no ack anywhere).
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ class PollAnomaly:
 
 @dataclass(frozen=True)
 class Window:
-    """A stretch of the run with no acknowledgement (seconds since the run began)."""
+    """A stretch of the run with no acknowledgement (seconds since the run began) of one
+    partition, or of any (partition None)."""
 
     start: float
     end: float
+    partition: int | None = None
 
     @property
     def length(self) -> float:
@@ -66,7 +69,8 @@ class Report:
     poll_anomalies: list[PollAnomaly] = field(default_factory=list)
     final_read_incomplete: list[str] = field(default_factory=list)  # reasons
     failed_but_read: list[str] = field(default_factory=list)
-    unavailability: list[Window] = field(default_factory=list)  # longest first
+    unavailability: list[Window] = field(default_factory=list)  # any partition; longest first
+    partition_unavailability: dict[int, list[Window]] = field(default_factory=dict)
     client_errors: int = 0
     nemesis: list[dict[str, Any]] = field(default_factory=list)
 
@@ -80,6 +84,11 @@ class Report:
 
     @property
     def longest_unavailability(self) -> Window | None:
+        """The longest a partition went without an ack while written to (the whole topic's
+        longest when the history does not say which partition a record was sent to)."""
+        longest = [windows[0] for windows in self.partition_unavailability.values() if windows]
+        if longest:
+            return max(longest, key=lambda w: w.length)
         return self.unavailability[0] if self.unavailability else None
 
     @property
@@ -108,12 +117,17 @@ class Report:
              f"{self.read_values}, by the final read {self.final_read_values}"),
             "anomalies: " + ", ".join(f"{k} {v}" for k, v in self.anomalies.items()),
             "longest unavailability: " + (
-                f"{longest.length:.2f}s (t={longest.start:.2f}..{longest.end:.2f})"
-                if longest else "none"),
+                f"{longest.length:.2f}s (t={longest.start:.2f}..{longest.end:.2f}"
+                + ("" if longest.partition is None else f", partition {longest.partition}")
+                + ")" if longest else "none"),
         ]
-        if len(self.unavailability) > 1:
-            lines.append("next longest: " + ", ".join(
-                f"{w.length:.2f}s@{w.start:.1f}" for w in self.unavailability[1:examples]))
+        if self.partition_unavailability:
+            lines.append("longest per partition: " + ", ".join(
+                f"{p}: {ws[0].length:.2f}s@{ws[0].start:.1f}"
+                for p, ws in sorted(self.partition_unavailability.items()) if ws))
+        if self.unavailability:
+            lines.append("longest with no ack on any partition: " + ", ".join(
+                f"{w.length:.2f}s@{w.start:.1f}" for w in self.unavailability[:examples]))
         if self.nemesis:
             lines.append("faults: " + "; ".join(
                 f"t={e['t']:.1f} {e['action']} {e.get('node', '')}".rstrip()
@@ -144,26 +158,29 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
     session_start: dict[str, int] = {}
     final_values: set[str] = set()
     last_polled: dict[tuple[str, int], int] = {}
-    ack_times: list[float] = []
-    completion_times: list[float] = []
-    first_invoke: float | None = None
+    # per partition (and None: any), for the unavailability windows
+    first_invoke: dict[int | None, float] = {}
+    ack_times: dict[int | None, list[float]] = defaultdict(list)
+    completion_times: dict[int | None, list[float]] = defaultdict(list)
 
     for event in sorted(events, key=lambda e: e["t"]):
         kind = event["type"]
         if kind == "invoke":
             invoked.add(event["value"])
             report.attempted += 1
-            if first_invoke is None:
-                first_invoke = event["t"]
+            for key in {None, event.get("partition")}:
+                first_invoke.setdefault(key, event["t"])
         elif kind == "ack":
             position = (event["partition"], event["offset"])
             acked_at[event["value"]] = position
             values_at[position].add(event["value"])
-            ack_times.append(event["t"])
-            completion_times.append(event["t"])
+            for key in (None, event["partition"]):
+                ack_times[key].append(event["t"])
+                completion_times[key].append(event["t"])
         elif kind == "fail":
             failed.add(event["value"])
-            completion_times.append(event["t"])
+            for key in {None, event.get("partition")}:
+                completion_times[key].append(event["t"])
         elif kind == "session":
             session_start[event["session"]] = event.get("start", 0)
             if event.get("final"):
@@ -213,13 +230,19 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
         if read_positions[value] - {position}]
     report.unexpected = sorted(read_positions.keys() - invoked)
     report.failed_but_read = sorted((failed - acked_at.keys()) & read_positions.keys())
-    report.unavailability = unavailability_windows(first_invoke, ack_times, completion_times,
-                                                   top_windows)
+    for key, started in first_invoke.items():
+        windows = unavailability_windows(started, ack_times[key], completion_times[key],
+                                         top_windows, key)
+        if key is None:
+            report.unavailability = windows
+        else:
+            report.partition_unavailability[key] = windows
     return report
 
 
 def unavailability_windows(first_invoke: float | None, ack_times: list[float],
-                           completion_times: list[float], top: int) -> list[Window]:
+                           completion_times: list[float], top: int,
+                           partition: int | None = None) -> list[Window]:
     """The longest stretches without an acknowledgement while the producer was trying: from
     its first send to the first ack, between consecutive acks, and from the last ack to the
     last record it gave up on (if it gave up on any after that ack)."""
@@ -229,6 +252,6 @@ def unavailability_windows(first_invoke: float | None, ack_times: list[float],
     last_completion = max(completion_times, default=first_invoke)
     if last_completion > points[-1]:
         points.append(last_completion)
-    windows = [Window(a, b) for a, b in itertools.pairwise(points) if b > a]
+    windows = [Window(a, b, partition) for a, b in itertools.pairwise(points) if b > a]
     windows.sort(key=lambda w: w.length, reverse=True)
     return windows[:top]

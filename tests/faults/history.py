@@ -3,9 +3,10 @@
 
 Event types (the fields besides `t` and `type`):
   meta         seed, scenario and the run's parameters (first line)
-  invoke       process, value: the producer handed a record to its client
+  invoke       process, value, partition: the producer handed a record to its client
   ack          process, value, partition, offset: the broker acknowledged it (acks=all)
-  fail         process, value, error: the client gave up on it (indeterminate: it may be stored)
+  fail         process, value, partition, error: the client gave up on it (indeterminate: it
+               may be stored)
   client-error process or session, error, fatal: an error the client reported outside a record
   session      session, final, start: a consumer session begins (assigned every partition
                from offset `start`); `final` sessions are the full reads the loss check uses

@@ -173,6 +173,24 @@ def test_unavailability_is_the_longest_gap_between_acks_while_trying():
     assert [round(w.length, 2) for w in report.unavailability] == [8.0, 3.8, 0.7, 0.5]
 
 
+def test_a_partition_down_while_another_takes_writes_is_unavailable_on_its_own():
+    h = Hist()
+    offsets = {0: 0, 1: 0}
+    for second in range(10):  # one record a second to each partition
+        for partition in (0, 1):
+            value = f"v{partition}-{second}"
+            h.add("invoke", t=second, process="p0", value=value, partition=partition)
+            if partition == 0 or second in (0, 9):  # partition 1 acks only at 0 s and at 9 s
+                h.add("ack", t=second + 0.1, process="p0", value=value, partition=partition,
+                      offset=offsets[partition])
+                offsets[partition] += 1
+    report = check(h.events)
+    assert report.longest_unavailability == Window(0.1, 9.1, partition=1)
+    assert report.partition_unavailability[0][0].length == pytest.approx(1.0)
+    assert report.unavailability[0].length == pytest.approx(1.0)  # the topic as a whole
+    assert "partition 1" in report.summary()
+
+
 def test_the_summary_names_what_was_found():
     h = clean().add("nemesis", action="kill", node=2)
     h.session("final-0", ALL[:3])

@@ -88,7 +88,8 @@ class ProducerWorker(threading.Thread):
             self.history.record("ack", process=self.process, value=value,
                                 partition=message.partition(), offset=message.offset())
         else:
-            self.history.record("fail", process=self.process, value=value, error=str(error))
+            self.history.record("fail", process=self.process, value=value,
+                                partition=message.partition(), error=str(error))
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -111,14 +112,15 @@ class ProducerWorker(threading.Thread):
                                     error="replaced the producer after a fatal error",
                                     fatal=False)
             value = f"{self.process}-{self.sent}"
+            partition = self.sent % self.partitions
             try:
-                producer.produce(self.topic, value=value.encode(),
-                                 partition=self.sent % self.partitions,
+                producer.produce(self.topic, value=value.encode(), partition=partition,
                                  on_delivery=self._on_delivery)
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.1)
                 continue
-            self.history.record("invoke", process=self.process, value=value)
+            self.history.record("invoke", process=self.process, value=value,
+                                partition=partition)
             self.sent += 1
             producer.poll(0)
             # pace to `rate` records a second (wait for the next slot, serving callbacks)
