@@ -26,6 +26,9 @@ from faults.history import History
 # Let the clients find a new leader quickly; a record may wait out outages of this long.
 METADATA_REFRESH_MS = 1000
 MESSAGE_TIMEOUT_MS = 60_000
+# A request to a paused or cut-off broker gets no answer and no reset: give up on it after this
+# (librdkafka's defaults, 30 s and 60 s, would hide a failover behind the client's own wait).
+REQUEST_TIMEOUT_MS = 5000
 
 
 def client_logger(path: Path | None) -> logging.Logger:
@@ -71,6 +74,8 @@ class ProducerWorker(threading.Thread):
             "reconnect.backoff.max.ms": 1000,
             "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
             "socket.connection.setup.timeout.ms": 3000,
+            "request.timeout.ms": REQUEST_TIMEOUT_MS,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "error_cb": self._on_error,
             "logger": self.logger,
             **self.extra_config,
@@ -191,6 +196,8 @@ class ConsumerSession(threading.Thread):
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+            "socket.connection.setup.timeout.ms": 3000,
             "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
             "reconnect.backoff.max.ms": 1000,
             "error_cb": self._on_error,
