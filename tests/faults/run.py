@@ -16,6 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the faults package
 
+from faults.checker import check
+from faults.history import read_history
 from faults.nemesis import SCENARIOS
 from faults.scenario import ScenarioConfig, run_scenario
 
@@ -32,7 +34,7 @@ def broker_setting(text: str) -> tuple[str, str]:
     return key, value
 
 
-def parse_args(argv: list[str] | None = None) -> ScenarioConfig:
+def parse_args(argv: list[str] | None = None) -> ScenarioConfig | Path:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, help="replays a run's schedule (default: random)")
@@ -57,7 +59,11 @@ def parse_args(argv: list[str] | None = None) -> ScenarioConfig:
                         metavar="KEY=VALUE", help="a server.properties setting for every node")
     parser.add_argument("--workdir", type=Path,
                         help="where the history and node data go (default: a new temp dir)")
+    parser.add_argument("--check", type=Path, metavar="HISTORY",
+                        help="only check an existing history file and print the summary")
     args = parser.parse_args(argv)
+    if args.check:
+        return args.check
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"odradek-faults-{args.scenario}-"))
     min_isr = args.min_insync_replicas
     if min_isr is None:
@@ -75,7 +81,12 @@ def parse_args(argv: list[str] | None = None) -> ScenarioConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    result = run_scenario(parse_args(argv))
+    parsed = parse_args(argv)
+    if isinstance(parsed, Path):
+        report = check(read_history(parsed))
+        print(report.summary())
+        return 0 if report.ok else 1
+    result = run_scenario(parsed)
     return 0 if result.ok else 1
 
 
