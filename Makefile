@@ -50,6 +50,21 @@ run-cluster: bytecode
 test: bytecode kcat java
 	$(PY) -m pytest -q
 
+# On-demand fault-injection runs (docs/faults.md): each scenario against a fresh 3-node cluster
+# for DURATION seconds of faults, RF=3, min.insync.replicas=2; SEED replays a run. The short
+# fault tests are in tests/faults/ and run with `make test`.
+FAULT_SCENARIOS ?= kill-leader pause-leader partition-leader
+DURATION ?= 40
+RF ?= 3
+SEED ?=
+faults: bytecode
+	@status=0; for scenario in $(FAULT_SCENARIOS); do \
+	  $(PY) tests/faults/run.py --scenario $$scenario --duration $(DURATION) --rf $(RF) \
+	    $(if $(SEED),--seed $(SEED)) || status=1; \
+	done; exit $$status
+
+.PHONY: faults
+
 generate: $(STAMP)
 	$(PY) tools/gen_protocol.py
 

@@ -34,9 +34,9 @@ METADATA_VERSION = 12
 
 
 def send_request(port: int, api_key: int, version: int, request: m.Message,
-                 timeout: float = 5.0) -> Any:
+                 timeout: float = 5.0, host: str = HOST) -> Any:
     """One request on a fresh connection; its decoded response."""
-    with socket.create_connection((HOST, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(framing.encode_request(api_key, version, 7, "cluster-test", request))
         size = struct.unpack(">i", _recv_exact(sock, 4))[0]
         correlation_id, response = framing.decode_response(_recv_exact(sock, size), api_key,
@@ -63,10 +63,15 @@ class QuorumView:
 
 class ClusterNode:
     def __init__(self, node_id: int, workdir: Path, port: int,
-                 controller_port: int | None, is_broker: bool = True) -> None:
+                 controller_port: int | None, is_broker: bool = True, host: str = HOST,
+                 launch_prefix: tuple[str, ...] = ()) -> None:
         """`controller_port` None: a broker-only node; `is_broker` False: a dedicated
-        controller (its `port` is not listened on)."""
+        controller (its `port` is not listened on). `host` is the address it listens on and
+        `launch_prefix` goes before its command (tests/faults: `ip netns exec NS`, so each node
+        has an address of its own that a network partition can cut off)."""
         self.node_id = node_id
+        self.host = host
+        self.launch_prefix = launch_prefix
         self.is_broker = is_broker
         self.workdir = workdir
         self.port = port
@@ -80,9 +85,9 @@ class ClusterNode:
         return self.controller_port is not None
 
     def write_config(self, voters: str, overrides: dict[str, str]) -> None:
-        listeners = [f"PLAINTEXT://{HOST}:{self.port}"] if self.is_broker else []
+        listeners = [f"PLAINTEXT://{self.host}:{self.port}"] if self.is_broker else []
         if self.is_voter:
-            listeners.append(f"CONTROLLER://{HOST}:{self.controller_port}")
+            listeners.append(f"CONTROLLER://{self.host}:{self.controller_port}")
         roles = [role for role, has in (("broker", self.is_broker),
                                         ("controller", self.is_voter)) if has]
         props = {
@@ -98,7 +103,7 @@ class ClusterNode:
             "group.initial.rebalance.delay.ms": "0",
         }
         if self.is_broker:
-            props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{self.port}"
+            props["advertised.listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         props.update(overrides)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -111,7 +116,7 @@ class ClusterNode:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
-                [*ODRADEK, "server-start", str(self.config_path)],
+                [*self.launch_prefix, *ODRADEK, "server-start", str(self.config_path)],
                 stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
 
     def check_alive(self) -> None:
@@ -147,7 +152,8 @@ class ClusterNode:
         port = self.port if on_broker_listener or not self.is_voter else self.controller_port
         try:
             response = send_request(port, 55, DESCRIBE_QUORUM_VERSION,
-                                    raft_messages.describe_quorum_request(), timeout=2)
+                                    raft_messages.describe_quorum_request(), timeout=2,
+                                    host=self.host)
         except (OSError, ValueError, ConnectionError):
             return None
         if response.error_code != 0 or not response.topics:
@@ -172,7 +178,8 @@ class ClusterNode:
                              for p, replicas in sorted((assignments or {}).items())],
                 configs=[Config(name=k, value=v) for k, v in (configs or {}).items()])],
             timeout_ms=10_000, validate_only=False)
-        response = send_request(self.port, 19, CREATE_TOPICS_VERSION, request, timeout=15)
+        response = send_request(self.port, 19, CREATE_TOPICS_VERSION, request, timeout=15,
+                                host=self.host)
         return response.topics[0].error_code
 
     def metadata(self, topics: list[str] | None = None) -> Any:
@@ -183,7 +190,7 @@ class ClusterNode:
                 m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False, include_topic_authorized_operations=False)
         try:
-            return send_request(self.port, 3, METADATA_VERSION, request)
+            return send_request(self.port, 3, METADATA_VERSION, request, host=self.host)
         except (OSError, ConnectionError):
             return None
 
@@ -192,7 +199,7 @@ class ClusterNode:
         request = m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                     include_topic_authorized_operations=False)
         try:
-            response = send_request(self.port, 3, METADATA_VERSION, request)
+            response = send_request(self.port, 3, METADATA_VERSION, request, host=self.host)
         except (OSError, ConnectionError):
             return set()  # not answering (yet): nothing seen
         return {topic.name for topic in response.topics if topic.error_code == 0}
