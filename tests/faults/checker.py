@@ -65,6 +65,11 @@ class Report:
     inconsistent_offsets: dict[Position, list[str]] = field(default_factory=dict)
     acked_offset_mismatch: list[tuple[str, Position, list[Position]]] = field(
         default_factory=list)
+    # acknowledged without an offset (librdkafka's "persisted, offset unknown") yet read in
+    # another partition
+    acked_offset_mismatch_partitions: list[tuple[str, int, list[Position]]] = field(
+        default_factory=list)
+    acked_without_offset: int = 0
     unexpected: list[str] = field(default_factory=list)
     poll_anomalies: list[PollAnomaly] = field(default_factory=list)
     final_read_incomplete: list[str] = field(default_factory=list)  # reasons
@@ -98,7 +103,8 @@ class Report:
             "lost": len(self.lost),
             "duplicates": len(self.duplicates),
             "inconsistent_offsets": len(self.inconsistent_offsets),
-            "acked_offset_mismatch": len(self.acked_offset_mismatch),
+            "acked_offset_mismatch": (len(self.acked_offset_mismatch)
+                                      + len(self.acked_offset_mismatch_partitions)),
             "unexpected": len(self.unexpected),
             "skipped_polls": len(self.skipped_polls),
             "backwards_polls": len(self.backwards_polls),
@@ -112,7 +118,8 @@ class Report:
     def summary(self, examples: int = 5) -> str:
         longest = self.longest_unavailability
         lines = [
-            (f"attempted {self.attempted}, acked {self.acked}, failed {self.failed} "
+            (f"attempted {self.attempted}, acked {self.acked} ({self.acked_without_offset} "
+             f"without an offset), failed {self.failed} "
              f"(of which read anyway: {len(self.failed_but_read)}), distinct values read "
              f"{self.read_values}, by the final read {self.final_read_values}"),
             "anomalies: " + ", ".join(f"{k} {v}" for k, v in self.anomalies.items()),
@@ -150,6 +157,7 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
     report = Report()
     invoked: set[str] = set()
     acked_at: dict[str, Position] = {}
+    acked_without_offset: dict[str, int] = {}  # value -> partition
     failed: set[str] = set()
     # every position each value was seen at (reads and acks), and every value each position held
     read_positions: dict[str, set[Position]] = defaultdict(set)
@@ -171,9 +179,17 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
             for key in {None, event.get("partition")}:
                 first_invoke.setdefault(key, event["t"])
         elif kind == "ack":
-            position = (event["partition"], event["offset"])
-            acked_at[event["value"]] = position
-            values_at[position].add(event["value"])
+            if event["offset"] is None:
+                # librdkafka acknowledges a record whose request's outcome it could not learn
+                # but that a later acknowledged batch of its idempotent sequence proves
+                # written, without an offset: it must still be read once, somewhere in its
+                # partition.
+                acked_without_offset[event["value"]] = event["partition"]
+                report.acked_without_offset += 1
+            else:
+                position = (event["partition"], event["offset"])
+                acked_at[event["value"]] = position
+                values_at[position].add(event["value"])
             for key in (None, event["partition"]):
                 ack_times[key].append(event["t"])
                 completion_times[key].append(event["t"])
@@ -209,8 +225,8 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
         elif kind == "nemesis":
             report.nemesis.append(event)
 
-    report.acked = len(acked_at)
-    report.failed = len(failed - acked_at.keys())
+    report.acked = len(acked_at) + len(acked_without_offset.keys() - acked_at.keys())
+    report.failed = len(failed - acked_at.keys() - acked_without_offset.keys())
     report.read_values = len(read_positions)
     report.final_read_values = len(final_values)
     if not final_sessions:
@@ -219,6 +235,16 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
     report.lost = sorted(((value, position) for value, position in acked_at.items()
                           if final_sessions and value not in final_values),
                          key=lambda item: item[1])
+    report.lost += sorted(((value, (partition, -1))
+                           for value, partition in acked_without_offset.items()
+                           if final_sessions and value not in final_values
+                           and value not in acked_at),
+                          key=lambda item: item[1])
+    # Acknowledged without an offset: read in another partition is as wrong as a moved offset.
+    report.acked_offset_mismatch_partitions = sorted(
+        (value, partition, sorted(read_positions[value]))
+        for value, partition in acked_without_offset.items()
+        if any(p != partition for p, _ in read_positions[value]))
     report.duplicates = {value: sorted(positions)
                          for value, positions in read_positions.items() if len(positions) > 1}
     report.inconsistent_offsets = {position: sorted(values)
@@ -229,7 +255,8 @@ def check(events: Iterable[dict[str, Any]], top_windows: int = 5) -> Report:
         for value, position in sorted(acked_at.items(), key=lambda item: item[1])
         if read_positions[value] - {position}]
     report.unexpected = sorted(read_positions.keys() - invoked)
-    report.failed_but_read = sorted((failed - acked_at.keys()) & read_positions.keys())
+    report.failed_but_read = sorted((failed - acked_at.keys() - acked_without_offset.keys())
+                                    & read_positions.keys())
     for key, started in first_invoke.items():
         windows = unavailability_windows(started, ack_times[key], completion_times[key],
                                          top_windows, key)

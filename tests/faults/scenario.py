@@ -88,7 +88,8 @@ def acked_targets(history: History) -> dict[int, int]:
     """Per partition, one past the highest acknowledged offset."""
     targets: dict[int, int] = {}
     for event in list(history.events):
-        if event["type"] == "ack":
+        # (an ack without an offset, librdkafka's "persisted, offset unknown", sets none)
+        if event["type"] == "ack" and event["offset"] is not None:
             targets[event["partition"]] = max(targets.get(event["partition"], 0),
                                               event["offset"] + 1)
     return targets

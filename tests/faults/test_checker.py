@@ -218,3 +218,25 @@ def test_history_round_trip(tmp_path):
 def test_an_empty_history_is_not_ok(events):
     report = check(events)
     assert not report.ok and report.longest_unavailability is None
+
+
+def test_an_ack_without_an_offset_must_still_be_read_once_in_its_partition():
+    """librdkafka acknowledges a record with no offset when a later acknowledged batch of its
+    idempotent sequence proves it written: it is not lost only if read, and read once."""
+    from faults.checker import check
+
+    def history(read_partition: int | None) -> list[dict]:
+        events = [{"t": 0.0, "type": "session", "session": "final", "final": True, "start": 0},
+                  {"t": 0.1, "type": "invoke", "process": "p", "value": "v", "partition": 1},
+                  {"t": 0.2, "type": "ack", "process": "p", "value": "v", "partition": 1,
+                   "offset": None}]
+        if read_partition is not None:
+            events.append({"t": 0.3, "type": "poll", "session": "final",
+                           "partition": read_partition, "offset": 0, "value": "v"})
+        events.append({"t": 0.4, "type": "session-end", "session": "final", "complete": True})
+        return events
+
+    report = check(history(1))
+    assert report.ok and (report.acked, report.acked_without_offset) == (1, 1)
+    assert [value for value, _ in check(history(None)).lost] == ["v"]
+    assert check(history(0)).anomalies["acked_offset_mismatch"] == 1

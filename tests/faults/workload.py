@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,8 @@ class ProducerWorker(threading.Thread):
             "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "error_cb": self._on_error,
             "logger": self.logger,
+            **({"debug": os.environ["ODRADEK_FAULTS_CLIENT_DEBUG"]}
+               if os.environ.get("ODRADEK_FAULTS_CLIENT_DEBUG") else {}),
             **self.extra_config,
         }
 
