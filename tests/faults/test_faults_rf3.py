@@ -10,8 +10,7 @@ Every acknowledged record must be consumed exactly once at its acknowledged offs
 inconsistent offsets and no skipped or backwards polls. Each test prints the seed, the acked
 count and the longest unavailability.
 
-These need partition replication (followers fetching, ISR, HW): marked `faults_rf3` and off in
-CI until it is on main (tests/faults/conftest.py says how to run them)."""
+Marked `faults_rf3`: run on demand (tests/faults/conftest.py says how)."""
 
 from __future__ import annotations
 
