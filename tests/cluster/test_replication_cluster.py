@@ -234,12 +234,22 @@ def test_bad_replication_requests_get_kafkas_errors_and_change_nothing(cluster):
     tid = topic_id(cluster, "bad-input")
     broker_epoch = _registered_epoch(cluster, 4)
     # Setup: move the partition epoch past 0 the way a leader does (its ISR shrinks to
-    # itself, then its caught-up follower is added back).
-    response = _alter_partition(cluster, tid, 4, broker_epoch, 0, 0, [4])
-    part = response.topics[0].partitions[0]
-    assert (part.error_code, part.isr, part.partition_epoch) == (ErrorCode.NONE, [4], 1)
-    wait_until(lambda: state(cluster, "bad-input", 4) == (4, 0, [4, 5]), SETTLE_S,
-               interval=0.1, message="the follower added back by its leader")
+    # itself, then its caught-up follower is added back). The follower is paused meanwhile,
+    # so the shrink is seen everywhere before the leader can undo it.
+    follower = cluster.nodes[5]
+    follower.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        response = _alter_partition(cluster, tid, 4, broker_epoch, 0, 0, [4])
+        part = response.topics[0].partitions[0]
+        assert (part.error_code, part.isr, part.partition_epoch) == (ErrorCode.NONE, [4], 1)
+        for broker in (4, 6):
+            wait_until(lambda b=broker: state(cluster, "bad-input", b) == (4, 0, [4]),
+                       SETTLE_S, interval=0.05, message=f"broker {broker} to see the shrink")
+    finally:
+        follower.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    for broker in (4, 5, 6):
+        wait_until(lambda b=broker: state(cluster, "bad-input", b) == (4, 0, [4, 5]), SETTLE_S,
+                   interval=0.1, message=f"broker {broker} to see the follower added back")
     before = state(cluster, "bad-input", 4)
 
     # Fetch from a broker that is not a replica: UNKNOWN_LEADER_EPOCH when it names the
