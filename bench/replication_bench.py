@@ -29,10 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 
-from broker_process import wait_until  # noqa: E402
-from quorum_cluster import HOST, QuorumCluster  # noqa: E402
+from broker_process import wait_until
+from quorum_cluster import HOST, QuorumCluster
 
-from bench.broker_bench import _latency, _p50_ms, _p99_ms, _write_records  # noqa: E402
+from bench.broker_bench import _latency, _p50_ms, _p99_ms, _write_records
 
 NAME = "replication"
 PARTITIONS = 6
