@@ -34,10 +34,10 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from odradek.client.connection import Connection
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
+from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_manager import NO_EPOCH, Partition, ReplicaManager
 
 log = logging.getLogger("odradek.replica.fetcher")
@@ -141,7 +141,13 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.partitions: dict[tuple[str, int], _Fetching] = {}
-        self._connection: Connection | None = None
+        config = manager.config
+        # The same request channel (connect, reconnect backoff, timeouts) the quorum and the
+        # broker lifecycle use, to this one leader's inter-broker listener.
+        self._channel = RaftChannel(
+            manager.broker_id, manager.endpoint_of,
+            request_timeout_ms=config.socket_timeout_ms + config.max_wait_ms,
+            client_id=f"broker-{manager.broker_id}-fetcher-{fetcher_id}")
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{manager.broker_id}-{leader_id}-{fetcher_id}")
@@ -158,8 +164,7 @@ class ReplicaFetcher:
 
     async def closed(self) -> None:
         await asyncio.gather(self._task, return_exceptions=True)
-        if self._connection is not None:
-            await self._connection.close()
+        await self._channel.close()
 
     # -- the loop
     async def _run(self) -> None:
@@ -184,36 +189,9 @@ class ReplicaFetcher:
             except Exception as exc:  # noqa: BLE001 - unreachable, reset, timed out: back off and retry
                 log.info("broker %d: fetch from leader %d failed: %s", self.manager.broker_id,
                          self.leader_id, exc)
-                await self._drop_connection()
                 self._delay(ready.values(), self.manager.config.backoff_ms)
                 continue
             self._process(ready, response)
-
-    async def _connect(self) -> Connection:
-        connection = self._connection
-        if connection is not None and connection.ready:
-            return connection
-        if connection is not None:
-            await connection.close()
-            self._connection = None
-        endpoint = self.manager.endpoint_of(self.leader_id)
-        if endpoint is None:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE,
-                             f"broker {self.leader_id} has no known endpoint")
-        config = self.manager.config
-        connection = Connection(
-            endpoint[0], endpoint[1], node_id=self.leader_id,
-            client_id=f"broker-{self.manager.broker_id}-fetcher-{self.fetcher_id}",
-            request_timeout_ms=config.socket_timeout_ms + config.max_wait_ms,
-            connect_timeout_ms=config.socket_timeout_ms)
-        await connection.connect()
-        self._connection = connection
-        return connection
-
-    async def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.close()
 
     async def _fetch(self, ready: dict[tuple[str, int], _Fetching]) -> m.FetchResponse:
         config = self.manager.config
@@ -237,8 +215,7 @@ class ReplicaFetcher:
             topics=[m.FetchRequest.FetchTopic(topic_id=topic_id, partitions=parts)
                     for topic_id, parts in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
-        connection = await self._connect()
-        return await connection.send(request, api_version=FETCH_VERSION)
+        return await self._channel.send(self.leader_id, request, api_version=FETCH_VERSION)
 
     def _process(self, sent: dict[tuple[str, int], _Fetching], response: m.FetchResponse) -> None:
         manager = self.manager
