@@ -1,11 +1,11 @@
-"""`odradek leader-election` on a 3-voter cluster of real processes (tests/cluster/
-quorum_cluster.py), where elections have something to do.
+"""`odradek leader-election` on a cluster of real processes (tests/cluster/quorum_cluster.py:
+3 voters and one broker-only node), where elections have something to do.
 
-Odradek brokers do not replicate yet, so a replica that left the ISR never returns to it. That
-is enough for both outcomes Kafka's tool prints besides "already elected": a preferred replica
-that is back but out of the ISR cannot lead (PreferredLeaderNotAvailableException), and an
-unclean election gives a leaderless partition a live replica from outside its ISR. One cluster,
-one test: it costs seconds."""
+The outcomes Kafka's tool prints besides "already elected": a preferred replica that is fenced
+cannot lead (PreferredLeaderNotAvailableException); once it is back and has caught up into the
+ISR, a preferred election moves leadership to it; and an unclean election gives a leaderless
+partition a live replica from outside its ISR. The broker-only node lets two replicas be down
+at once without costing the quorum its majority. One cluster, one test: it costs seconds."""
 
 from __future__ import annotations
 
@@ -44,20 +44,25 @@ def live_brokers(cluster: QuorumCluster, asked: int) -> set[int]:
 
 
 def test_preferred_and_unclean_elections(tmp_path, capsys):
-    cluster = QuorumCluster(tmp_path, size=3, overrides={
+    cluster = QuorumCluster(tmp_path, size=3, brokers=1, overrides={
         "broker.session.timeout.ms": str(int(SESSION_TIMEOUT_S * 1000)),
-        "broker.heartbeat.interval.ms": "300"})
+        "broker.heartbeat.interval.ms": "300",
+        # The test elects the preferred leader itself; the periodic rebalance would race it.
+        "auto.leader.rebalance.enable": "false"})
     cluster.format()
     cluster.start()
     stopped: list[int] = []
     try:
         quorum_leader, _epoch = cluster.wait_for_leader(START_TIMEOUT_S)
-        # Stop only the other two voters (one at a time): the quorum keeps its leader.
-        first, second = (node_id for node_id in cluster.nodes if node_id != quorum_leader)
+        # At most one voter is down at a time (the quorum keeps its majority); the broker-only
+        # node 4 may be down with it.
+        first, second = (node_id for node_id in (1, 2, 3) if node_id != quorum_leader)
+        observer = 4
         bootstrap = f"127.0.0.1:{cluster.nodes[quorum_leader].port}"
-        wait_until(lambda: live_brokers(cluster, quorum_leader) == {1, 2, 3}, START_TIMEOUT_S,
-                   interval=0.1, message="three live brokers")
-        for topic, replicas in (("pref", [first, quorum_leader]), ("dirty", [second, first])):
+        wait_until(lambda: live_brokers(cluster, quorum_leader) == {1, 2, 3, 4},
+                   START_TIMEOUT_S, interval=0.1, message="four live brokers")
+        for topic, replicas in (("pref", [first, quorum_leader]),
+                                ("dirty", [second, observer])):
             def created(topic=topic, replicas=replicas) -> bool:
                 error = cluster.nodes[quorum_leader].create_topic(topic,
                                                                   assignments={0: replicas})
@@ -79,11 +84,10 @@ def test_preferred_and_unclean_elections(tmp_path, capsys):
                        interval=0.1, message=f"broker {node_id} unfenced")
 
         started = time.monotonic()
-        pause(first)  # leaves both ISRs: "pref" is led by the quorum leader now
+        pause(first)  # leaves the ISR of "pref", which the quorum leader leads now
         assert partition_state(cluster, quorum_leader, "pref") == (quorum_leader,
                                                                    [quorum_leader])
-        resume(first)
-        # `first` is the preferred replica of "pref" and live, but not in its ISR.
+        # `first` is the preferred replica of "pref", but fenced.
         code, out, err = run(capsys, "--bootstrap-server", bootstrap, "--election-type",
                              "preferred", "--topic", "pref", "--partition", "0")
         assert code == 1
@@ -91,16 +95,30 @@ def test_preferred_and_unclean_elections(tmp_path, capsys):
                        "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: "
                        "The preferred leader is not available.\n")
         assert err.splitlines()[0] == "1 replica(s) could not be elected"
+        resume(first)
+        # Back, it fetches from the leader, catches up and the leader adds it to the ISR.
+        wait_until(lambda: partition_state(cluster, quorum_leader, "pref")[1]
+                   == sorted([first, quorum_leader]), SETTLE_S, interval=0.1,
+                   message=f"broker {first} back in the ISR of pref-0")
+        code, out, err = run(capsys, "--bootstrap-server", bootstrap, "--election-type",
+                             "preferred", "--topic", "pref", "--partition", "0")
+        assert (code, out, err) == (
+            0, "Successfully completed leader election (PREFERRED) for partitions pref-0\n", "")
+        wait_until(lambda: partition_state(cluster, quorum_leader, "pref")[0] == first,
+                   SETTLE_S, interval=0.1, message="pref-0 led by its preferred replica")
 
+        pause(observer)  # leaves the ISR of "dirty"
         pause(second)  # the last ISR member of "dirty": it has no leader now
         assert partition_state(cluster, quorum_leader, "dirty") == (-1, [second])
+        resume(observer)  # live, but outside the ISR with no leader to catch up from
         # Every partition: the controller elects only where a leader is missing.
         code, out, err = run(capsys, "--bootstrap-server", bootstrap, "--election-type",
                              "unclean", "--all-topic-partitions")
         assert (code, out, err) == (
             0, "Successfully completed leader election (UNCLEAN) for partitions dirty-0\n", "")
-        wait_until(lambda: partition_state(cluster, quorum_leader, "dirty") == (first, [first]),
-                   SETTLE_S, interval=0.1, message="dirty-0 led by the unclean leader")
+        wait_until(lambda: partition_state(cluster, quorum_leader, "dirty")
+                   == (observer, [observer]), SETTLE_S, interval=0.1,
+                   message="dirty-0 led by the unclean leader")
         print(f"\nelections done {time.monotonic() - started:.1f}s after the first pause")
     finally:
         for node_id in stopped:  # a stopped process cannot take SIGTERM
