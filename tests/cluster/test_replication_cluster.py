@@ -17,6 +17,7 @@ from broker_process import wait_until
 from quorum_cluster import HOST, QuorumCluster, send_request
 from server.raw_client import RawClient, produce_request
 
+from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_TOPIC
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch, iter_batches
@@ -29,6 +30,8 @@ SESSION_MS = 5000
 FETCH_WAIT_MS = 200
 BROKERS = (4, 5, 6)
 FETCH_VERSION = 17
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CONFIGS = 32
 ALTER_PARTITION_VERSION = 3
 
 
@@ -40,7 +43,11 @@ def cluster(tmp_path_factory):
                    "broker.session.timeout.ms": str(SESSION_MS),
                    "broker.heartbeat.interval.ms": "300",
                    "replica.fetch.backoff.ms": "200",
-                   "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS)})
+                   "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS),
+                   # Throttles are measured over 2 one-second windows, and fetches of 256 KB
+                   # let a throttle act with that granularity (test_replication_throttle).
+                   "replication.quota.window.num": "2",
+                   "replica.fetch.max.bytes": str(256 * 1024)})
     cluster.format()
     cluster.start()
     try:
@@ -306,3 +313,86 @@ def test_a_follower_names_the_new_leader_in_its_answers(cluster):
         assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (4, 0)
         assert [(e.node_id, e.port) for e in response.node_endpoints] == [(4, leader.port)]
     assert produce(cluster, 4, "hints", [b"v"], acks=1) == (ErrorCode.NONE, 0)
+
+
+def alter_configs(cluster: QuorumCluster, changes: list[tuple[int, str, str, str | None]]
+                  ) -> None:
+    """IncrementalAlterConfigs: (resource type, name, key, value: None deletes)."""
+    R = m.IncrementalAlterConfigsRequest
+    resources = [R.AlterConfigsResource(
+        resource_type=kind, resource_name=name,
+        configs=[R.AlterableConfig(name=key, config_operation=0 if value is not None else 1,
+                                   value=value)])
+        for kind, name, key, value in changes]
+    response = send_request(cluster.nodes[any_broker(cluster)].port, INCREMENTAL_ALTER_CONFIGS,
+                            1, R(resources=resources, validate_only=False))
+    assert {r.error_code for r in response.responses} == {ErrorCode.NONE.code}
+
+
+def configs_seen(cluster: QuorumCluster, broker: int,
+                 wanted: list[tuple[int, str, str, str | None]]) -> bool:
+    """Whether `broker`'s metadata image has these configs (DescribeConfigs on it)."""
+    R = m.DescribeConfigsRequest
+    response = send_request(cluster.nodes[broker].port, DESCRIBE_CONFIGS, 4, R(
+        resources=[R.DescribeConfigsResource(resource_type=kind, resource_name=name,
+                                             configuration_keys=[key])
+                   for kind, name, key, _ in wanted],
+        include_synonyms=False, include_documentation=False))
+    for (_kind, _name, _key, value), result in zip(wanted, response.results):
+        dynamic = [c.value for c in result.configs if c.config_source in (1, 2)]
+        if (dynamic[0] if dynamic else None) != value:
+            return False
+    return True
+
+
+THROTTLE_BYTES_PER_S = 512 * 1024
+MISSED_BYTES = 4 << 20
+
+
+@pytest.mark.parametrize("side", ["none", "follower", "leader"])
+def test_replication_throttle_holds_a_catching_up_replica_to_the_rate(cluster, side):
+    """A follower that missed 4 MB catches up: at once unthrottled; at about
+    leader/follower.replication.throttled.rate when that side throttles the partition."""
+    topic = f"throttled-{side}"
+    create(cluster, topic, [4, 5])
+    throttled_broker = {"follower": 5, "leader": 4}.get(side)
+    throttles: list[tuple[int, str, str, str | None]] = []
+    if throttled_broker is not None:
+        throttles = [
+            (RESOURCE_BROKER, str(throttled_broker), f"{side}.replication.throttled.rate",
+             str(THROTTLE_BYTES_PER_S)),
+            (RESOURCE_TOPIC, topic, f"{side}.replication.throttled.replicas",
+             f"0:{throttled_broker}")]
+        alter_configs(cluster, throttles)
+        wait_until(lambda: configs_seen(cluster, throttled_broker, throttles), SETTLE_S,
+                   interval=0.1, message=f"broker {throttled_broker} sees the throttle")
+    follower = cluster.nodes[5]
+    try:
+        follower.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+        try:
+            wait_until(lambda: state(cluster, topic, 4) == (4, 0, [4]), SETTLE_S,
+                       interval=0.1, message="the paused follower out of the ISR")
+            value = b"t" * 1000
+            for _ in range(MISSED_BYTES // (256 * len(value))):  # 256 KB batches
+                assert produce(cluster, 4, topic, [value] * 256, acks=1)[0] == ErrorCode.NONE
+        finally:
+            follower.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        resumed = time.monotonic()
+        wait_until(lambda: state(cluster, topic, 4)[2] == [4, 5], 60, interval=0.05,
+                   message="the follower back in the ISR")
+        caught_up_s = time.monotonic() - resumed
+    finally:
+        if throttles:
+            alter_configs(cluster, [(kind, name, key, None)
+                                    for kind, name, key, _ in throttles])
+    rate = MISSED_BYTES / caught_up_s
+    print(f"\nthrottle {side}: {MISSED_BYTES} bytes caught up in {caught_up_s:.2f} s "
+          f"({rate / 1024:.0f} KB/s; bound {THROTTLE_BYTES_PER_S // 1024} KB/s)")
+    if side == "none":
+        assert rate > 4 * THROTTLE_BYTES_PER_S
+    else:
+        # Kafka's measure pads to (samples - 1) windows: about one second of the bound may pass
+        # at once, then the bound holds; a third slack for scheduling on a shared machine.
+        assert rate < 1.5 * THROTTLE_BYTES_PER_S * MISSED_BYTES / (
+            MISSED_BYTES - THROTTLE_BYTES_PER_S)
+        assert rate > THROTTLE_BYTES_PER_S / 3

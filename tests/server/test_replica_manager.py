@@ -17,6 +17,7 @@ from odradek.clock import ManualClock
 from odradek.metadata.image import (
     EMPTY_IMAGE,
     LEADER_NO_CHANGE,
+    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     MetadataDelta,
     MetadataImage,
@@ -24,6 +25,7 @@ from odradek.metadata.image import (
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BatchHeader, build_batch, iter_batches
+from odradek.server.quotas import LEADER_RATE, LEADER_REPLICAS, ReplicationQuota
 from odradek.server.replica_manager import (
     ACKS_ALL,
     LATEST_TIERED_TIMESTAMP,
@@ -731,3 +733,29 @@ def test_a_follower_at_the_log_end_is_in_sync_however_long_ago_it_fetched(cluste
     fetch_as(cluster, FOLLOWER, 2)
     cluster.clock.advance(10 * LAG_MS)  # nothing produced: nothing to fall behind
     assert cluster.replica_manager.maybe_shrink_isrs() == 0
+
+
+@in_event_loop
+def test_the_leader_quota_holds_back_throttled_out_of_isr_followers(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER, OTHER], isr=[LEADER, FOLLOWER])
+    IsrChanges(cluster)
+    quota = ReplicationQuota(LEADER, LEADER_RATE, LEADER_REPLICAS, samples=2, window_ms=1000,
+                             clock=cluster.clock)
+    cluster.replica_manager.leader_quota = quota
+    cluster.set_config(TOPIC, LEADER_REPLICAS, f"0:{LEADER}")
+    cluster.replay(m.ConfigRecord(resource_type=RESOURCE_BROKER, resource_name=str(LEADER),
+                                  name=LEADER_RATE, value="100"))
+    quota.apply_image(cluster.image)
+    cluster.append(5, acks=1)
+    assert fetch_as(cluster, OTHER, 0).records is not None  # under the quota
+    quota.record(1000)  # now over it
+    held = fetch_as(cluster, OTHER, 0)
+    assert (held.error, held.records) == (ErrorCode.NONE, None)
+    start = cluster.replica_manager.fetch_position(TOPIC, 0, 0)
+    assert cluster.replica_manager.readable_bytes(TOPIC, 0, start, FetchIsolation.LOG_END,
+                                                  OTHER) == 0
+    # An ISR member is never held back, nor is a partition without a throttle.
+    assert fetch_as(cluster, FOLLOWER, 0).records is not None
+    cluster.set_config(TOPIC, LEADER_REPLICAS, None)
+    quota.apply_image(cluster.image)
+    assert fetch_as(cluster, OTHER, 0).records is not None

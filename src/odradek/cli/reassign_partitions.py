@@ -60,16 +60,13 @@ from odradek.client.admin_types import AlterConfigOp, AlterConfigOpType, ConfigR
 from odradek.client.types import TopicPartition
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java import java_hashmap_order, topic_partition_hashcode
+from odradek.server.quotas import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 HELP_TEXT = "This tool helps to move topic partitions between replicas."
 ANY_LOG_DIR = "any"
 EARLIEST_VERSION = 1
 
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
 LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_LEVEL_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)
 TOPIC_LEVEL_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 

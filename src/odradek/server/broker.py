@@ -70,6 +70,13 @@ from odradek.server.network import (
     NetworkServer,
     RequestContext,
 )
+from odradek.server.quotas import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+)
 from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
@@ -223,6 +230,8 @@ class Broker:
         replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.default_log_config,  # type: ignore[arg-type]
             replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")))
+        replica_manager.leader_quota = self._replication_quota(LEADER_RATE, LEADER_REPLICAS)
+        follower_quota = self._replication_quota(FOLLOWER_RATE, FOLLOWER_REPLICAS)
         self.replica_fetchers = ReplicaFetcherManager(
             self.node_id, replica_manager, self._inter_broker_endpoint,
             broker_epoch=lambda: self.broker_epoch,
@@ -233,12 +242,24 @@ class Broker:
                 response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
                 backoff_ms=int(config.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
-                num_fetchers=int(config.get("num.replica.fetchers"))))
+                num_fetchers=int(config.get("num.replica.fetchers"))),
+            quota=follower_quota)
         replica_manager.fetchers = self.replica_fetchers
         self.alter_partitions = AlterPartitionManager(
             self.node_id, lambda: self.broker_epoch, self._send_to_controller, replica_manager)
         replica_manager.submit_isr_change = self.alter_partitions.submit
         return replica_manager
+
+    def _replication_quota(self, rate_config: str, replicas_config: str) -> ReplicationQuota:
+        """One side of replication throttling, following the metadata image's configs."""
+        config = self.config
+        quota = ReplicationQuota(
+            self.node_id, rate_config, replicas_config, int(config.get(rate_config)),
+            samples=int(config.get("replication.quota.window.num")),
+            window_ms=int(config.get("replication.quota.window.size.seconds")) * 1000)
+        quota.apply_image(self.image)
+        self.metadata_cache.subscribe(quota.apply_image)
+        return quota
 
     def _inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """Where a leader's followers fetch from: its inter-broker listener, as registered."""

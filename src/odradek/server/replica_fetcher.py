@@ -23,6 +23,11 @@ For each partition in the answer:
 
 An answer is applied only while the broker still follows the partition in the leader epoch the
 fetch was sent for: a late answer from an old leader never touches the log.
+
+Replication throttling, follower side (Kafka's shouldFollowerThrottle): while the follower
+replication quota is exceeded, throttled partitions this broker is not in the ISR of are left
+out of fetches (retried after `replica.fetch.backoff.ms`); every byte fetched for a throttled
+partition counts against the quota.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.server.quotas import ReplicationQuota
 from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_manager import NO_EPOCH, Partition, ReplicaManager
 
@@ -74,8 +80,10 @@ EndpointLookup = Callable[[int], "tuple[str, int] | None"]
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, replica_manager: ReplicaManager,
                  endpoint_of: EndpointLookup, broker_epoch: Callable[[], int],
-                 config: FetcherConfig = FetcherConfig(), clock: Clock = SYSTEM_CLOCK) -> None:
+                 config: FetcherConfig = FetcherConfig(), clock: Clock = SYSTEM_CLOCK,
+                 quota: ReplicationQuota | None = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota  # follower.replication.throttled.rate
         self.replica_manager = replica_manager
         self.endpoint_of = endpoint_of
         self.broker_epoch = broker_epoch
@@ -173,6 +181,7 @@ class ReplicaFetcher:
             now = clock.time_ms()
             ready = {key: state for key, state in self.partitions.items()
                      if state.delayed_until_ms <= now}
+            self._hold_throttled(ready)
             if not ready:
                 delays = [s.delayed_until_ms - now for s in self.partitions.values()]
                 self._wakeup.clear()
@@ -192,6 +201,19 @@ class ReplicaFetcher:
                 self._delay(ready.values(), self.manager.config.backoff_ms)
                 continue
             self._process(ready, response)
+
+    def _hold_throttled(self, ready: dict[tuple[str, int], _Fetching]) -> None:
+        """Takes out of `ready` (and delays) the throttled out-of-ISR partitions while the
+        follower replication quota is exceeded."""
+        quota = self.manager.quota
+        if quota is None or not ready:
+            return
+        broker_id = self.manager.broker_id
+        held = [key for key, state in ready.items()
+                if broker_id not in state.partition.isr
+                and quota.is_throttled(state.partition.topic, state.partition.index)]
+        if held and quota.is_quota_exceeded():
+            self._delay([ready.pop(key) for key in held], self.manager.config.backoff_ms)
 
     async def _fetch(self, ready: dict[tuple[str, int], _Fetching]) -> m.FetchResponse:
         config = self.manager.config
@@ -254,8 +276,12 @@ class ReplicaFetcher:
             self._truncate_on_divergence(partition, diverging.epoch, diverging.end_offset)
             return
         if error == ErrorCode.NONE:
+            records = data.records or b""
             manager.replica_manager.append_as_follower(
-                partition, data.records or b"", data.high_watermark, data.log_start_offset)
+                partition, records, data.high_watermark, data.log_start_offset)
+            quota = manager.quota
+            if quota is not None and quota.is_throttled(partition.topic, partition.index):
+                quota.record(len(records))
             return
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._handle_out_of_range(partition, data)

@@ -28,6 +28,7 @@ from odradek.commit import CommitWaiters, wait_for_commits
 from odradek.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.purgatory import Purgatory
+from odradek.server.quotas import ReplicationQuota
 from odradek.storage import LogManager
 from odradek.storage.config import LogConfig
 from odradek.storage.log import FetchIsolation, Log, LogEnd, TimestampAndOffset
@@ -420,6 +421,8 @@ class ReplicaManager:
         self.image: MetadataImage | None = None
         self.fetchers: FollowerHooks | None = None
         self.submit_isr_change: IsrSubmit | None = None
+        # leader.replication.throttled.rate over leader.replication.throttled.replicas.
+        self.leader_quota: ReplicationQuota | None = None
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -617,6 +620,10 @@ class ReplicaManager:
         result = self._read_partition(partition, fetch_offset, max_bytes,
                                       FetchIsolation.LOG_END, min_one_batch,
                                       last_fetched_epoch)
+        if self.leader_throttles(partition, replica_id):
+            # Over the leader's replication quota: no data, but the fetch still counts as a
+            # fetch (Kafka's shouldLeaderThrottle in readFromLog).
+            result.records = None
         if result.error == ErrorCode.NONE and result.diverging_epoch is None:
             now = self.clock.time_ms()
             moved, expansion = partition.update_follower_fetch_state(
@@ -627,6 +634,14 @@ class ReplicaManager:
             if expansion is not None:
                 self._submit(expansion)
         return result
+
+    def leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: an out-of-ISR follower of a throttled partition gets
+        no data while this broker's leader replication quota is exceeded."""
+        quota = self.leader_quota
+        return (quota is not None and replica_id not in partition.isr
+                and quota.is_throttled(partition.topic, partition.index)
+                and quota.is_quota_exceeded())
 
     def maybe_shrink_isrs(self) -> int:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): followers that
@@ -717,12 +732,15 @@ class ReplicaManager:
         return partition.log.position_of(fetch_offset)
 
     def readable_bytes(self, topic: str, index: int, start: LogEnd | None,
-                       isolation: FetchIsolation) -> int:
+                       isolation: FetchIsolation, replica_id: int = -1) -> int:
         """Bytes a long poll could return now from `start`; 1 when the partition is gone or
-        no longer led here (an error is something to answer at once)."""
+        no longer led here (an error is something to answer at once); 0 for a follower this
+        broker throttles (Kafka's DelayedFetch does not count them)."""
         partition = self.partitions.get((topic, index))
         if start is None or partition is None or not partition.is_leader:
             return 1
+        if replica_id >= 0 and self.leader_throttles(partition, replica_id):
+            return 0
         return partition.readable_bytes(start, isolation)
 
     # -- offsets

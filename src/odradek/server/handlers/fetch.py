@@ -101,7 +101,7 @@ def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wante
 
 
 async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min_bytes: int,
-                     max_wait_ms: int, isolation: FetchIsolation) -> None:
+                     max_wait_ms: int, isolation: FetchIsolation, replica_id: int) -> None:
     """Kafka's delayed fetch: waits until `min_bytes` are readable or `max_wait_ms` passed.
     Each wake-up compares end positions with start positions computed once, reading no data."""
     polled = [w for w in wanted if w.topic is not None]
@@ -112,7 +112,7 @@ async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min
         available = 0
         for w in polled:
             available += replica_manager.readable_bytes(w.topic, w.partition, w.start,
-                                                        isolation)
+                                                        isolation, replica_id)
             if available >= min_bytes:
                 return True
         return False
@@ -178,9 +178,17 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
                                follower)
     has_error = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results)
     if total < req.min_bytes and req.max_wait_ms > 0 and not has_error and wanted:
-        await _long_poll(replica_manager, wanted, req.min_bytes, req.max_wait_ms, isolation)
+        await _long_poll(replica_manager, wanted, req.min_bytes, req.max_wait_ms, isolation,
+                         replica_id)
         results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
                                    follower)
+    quota = replica_manager.leader_quota
+    if follower is not None and quota is not None:
+        # Every byte of a throttled partition sent to a follower counts (Kafka's
+        # sizeOfThrottledPartitions), whether or not that follower was held back.
+        quota.record(sum(len(r.records) for w, r in zip(wanted, results)
+                         if r.records is not None and w.topic is not None
+                         and quota.is_throttled(w.topic, w.partition)))
 
     read_committed = isolation is FetchIsolation.TXN_COMMITTED
     topics_out: dict[Any, FR.FetchableTopicResponse] = {}
