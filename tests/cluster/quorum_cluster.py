@@ -208,9 +208,10 @@ class ClusterNode:
 class QuorumCluster:
     def __init__(self, root: Path, size: int = 3,
                  overrides: dict[str, str] | None = None, brokers: int = 0,
-                 dedicated_controllers: bool = False) -> None:
+                 dedicated_controllers: bool = False,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
         """`size` voters (ids 1..size: combined nodes, or controllers only), then `brokers`
-        broker-only nodes."""
+        broker-only nodes. `node_overrides` adds configs of single nodes (`broker.rack`)."""
         self.nodes = {
             node_id: ClusterNode(node_id, root / f"node-{node_id}", free_port(),
                                  free_port() if node_id <= size else None,
@@ -220,7 +221,8 @@ class QuorumCluster:
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}"
                           for n in self.nodes.values() if n.is_voter)
         for node in self.nodes.values():
-            node.write_config(voters, overrides or {})
+            node.write_config(voters, {**(overrides or {}),
+                                       **(node_overrides or {}).get(node.node_id, {})})
         self.cluster_id = subprocess.run([*ODRADEK, "storage", "random-uuid"], check=True,
                                          capture_output=True, text=True).stdout.strip()
 

@@ -30,10 +30,12 @@ from odradek.server.replica_manager import (
     ACKS_ALL,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
+    ClientMetadata,
     Partition,
     PendingAppend,
     ReplicaManager,
 )
+from odradek.server.replica_selector import RackAwareReplicaSelector
 from odradek.storage import EARLIEST_TIMESTAMP, LogConfig, LogManager
 from odradek.storage.log import FetchIsolation
 
@@ -759,3 +761,63 @@ def test_the_leader_quota_holds_back_throttled_out_of_isr_followers(cluster) -> 
     cluster.set_config(TOPIC, LEADER_REPLICAS, None)
     quota.apply_image(cluster.image)
     assert fetch_as(cluster, OTHER, 0).records is not None
+
+
+def register_with_racks(cluster: Cluster) -> None:
+    """Every broker registered again, in rack r<id> with a PLAINTEXT endpoint."""
+    endpoint = m.RegisterBrokerRecord.BrokerEndpoint
+    cluster.replay(*(m.RegisterBrokerRecord(
+        broker_id=b, incarnation_id=uuid.uuid4(), broker_epoch=b, rack=f"r{b}", fenced=False,
+        end_points=[endpoint(name="PLAINTEXT", host="127.0.0.1", port=9000 + b)])
+        for b in (LEADER, FOLLOWER, OTHER)))
+
+
+def consumer_read(cluster: Cluster, rack: str | None, offset: int = 0) -> Any:
+    return cluster.replica_manager.read(
+        TOPIC, 0, offset, 1 << 20, current_leader_epoch=0,
+        isolation=FetchIsolation.HIGH_WATERMARK, min_one_batch=True,
+        client=None if rack is None else ClientMetadata(rack, "PLAINTEXT"))
+
+
+@in_event_loop
+def test_the_leader_names_an_in_sync_replica_of_the_consumers_rack(cluster) -> None:
+    register_with_racks(cluster)
+    cluster.create_topic(replicas=[LEADER, FOLLOWER, OTHER], isr=[LEADER, FOLLOWER])
+    cluster.replica_manager.replica_selector = RackAwareReplicaSelector()
+    cluster.append(3, acks=1)
+    fetch_as(cluster, FOLLOWER, 3)
+    fetch_as(cluster, OTHER, 3)
+    # FOLLOWER is in sync and holds offset 0: a consumer in its rack is sent there.
+    preferred = consumer_read(cluster, f"r{FOLLOWER}")
+    assert (preferred.error, preferred.preferred_read_replica, preferred.records) == \
+        (ErrorCode.NONE, FOLLOWER, None)
+    assert preferred.high_watermark == 3
+    # OTHER is not in the ISR; the leader's rack, no rack, or no client metadata (Fetch
+    # before v11): the leader serves the data itself.
+    for rack in (f"r{OTHER}", f"r{LEADER}", "", None):
+        result = consumer_read(cluster, rack)
+        assert (result.preferred_read_replica, result.records is not None) == (-1, True), rack
+    # Up to the follower's log end it may serve; beyond, only the leader.
+    cluster.append(1, acks=1)
+    assert consumer_read(cluster, f"r{FOLLOWER}", offset=3).preferred_read_replica == FOLLOWER
+    assert consumer_read(cluster, f"r{FOLLOWER}", offset=4).preferred_read_replica == -1
+
+
+@in_event_loop
+def test_a_follower_serves_consumers_with_client_metadata_up_to_its_high_watermark(
+        cluster) -> None:
+    cluster.create_topic(replicas=[FOLLOWER, LEADER], leader=FOLLOWER)
+    partition = cluster.partition()
+    for _ in range(2):  # two batches of two, as fetched from the leader
+        partition.log.append_as_leader(cluster.records(2), leader_epoch=0)
+    cluster.replica_manager.append_as_follower(partition, b"", 2, 0)  # the leader's HW: 2
+    result = consumer_read(cluster, "r2")
+    assert result.error == ErrorCode.NONE and result.high_watermark == 2
+    assert [h.last_offset for h in headers_of(result.records.read_bytes())] == [1]
+    # Without client metadata only the leader answers.
+    assert consumer_read(cluster, None).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # A stale epoch is fenced on a follower too.
+    stale = cluster.replica_manager.read(
+        TOPIC, 0, 0, 1 << 20, current_leader_epoch=1, isolation=FetchIsolation.HIGH_WATERMARK,
+        min_one_batch=True, client=ClientMetadata("", "PLAINTEXT"))
+    assert stale.error == ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -22,6 +22,10 @@ from odradek.config.topic import BROKER_DEFAULTS, BROKER_UNIT_SCALE, TOPIC_CONFI
 from odradek.config.types import INT_MAX, ConfigType
 from odradek.config.validators import Validator, at_least, one_of
 
+# The replica.selector.class values Odradek implements (server/replica_selector.py).
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
 
@@ -214,8 +218,8 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Leader imbalance per broker (percent) that triggers a rebalance."),
     ("leader.imbalance.check.interval.seconds", _L, 300, at_least(1), _HIGH, _RO,
      "How often the controller checks leader balance."),
-    ("replica.selector.class", _S, None, None, _MEDIUM, _RO,
-     "ReplicaSelector class choosing the preferred read replica (default: the leader)."),
+    ("replica.selector.class", _S, None, one_of(LEADER_SELECTOR, RACK_AWARE_SELECTOR), _MEDIUM,
+     _RO, "ReplicaSelector class choosing the preferred read replica (default: the leader)."),
     ("controlled.shutdown.enable", _B, True, None, _MEDIUM, _RO,
      "Move leadership away before shutting down."),
     ("delete.topic.enable", _B, True, None, _HIGH, _RO,

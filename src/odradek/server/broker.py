@@ -80,6 +80,7 @@ from odradek.server.quotas import (
 from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.replica_selector import replica_selector
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
 from odradek.storage.config import LogConfig
@@ -231,6 +232,7 @@ class Broker:
             self.node_id, self.log_manager, self.default_log_config,  # type: ignore[arg-type]
             replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")))
         replica_manager.leader_quota = self._replication_quota(LEADER_RATE, LEADER_REPLICAS)
+        replica_manager.replica_selector = replica_selector(config.get("replica.selector.class"))
         follower_quota = self._replication_quota(FOLLOWER_RATE, FOLLOWER_REPLICAS)
         self.replica_fetchers = ReplicaFetcherManager(
             self.node_id, replica_manager, self._inter_broker_endpoint,

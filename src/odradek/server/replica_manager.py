@@ -29,6 +29,7 @@ from odradek.metadata.image import MetadataImage, PartitionRegistration, TopicIm
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.purgatory import Purgatory
 from odradek.server.quotas import ReplicationQuota
+from odradek.server.replica_selector import ReplicaSelector, ReplicaView
 from odradek.storage import LogManager
 from odradek.storage.config import LogConfig
 from odradek.storage.log import FetchIsolation, Log, LogEnd, TimestampAndOffset
@@ -86,6 +87,16 @@ class ReadResult:
     records: FetchData | None = None  # a file region (sendfile-able)
     leader_epoch: int = -1
     diverging_epoch: tuple[int, int] | None = None
+    preferred_read_replica: int = -1  # KIP-392: read from this replica instead
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMetadata:
+    """Who is fetching (Fetch v11+ from a consumer, KIP-392): its rack (`client.rack`) and the
+    listener it came in on (a preferred replica must be reachable there)."""
+
+    rack_id: str
+    listener: str
 
 
 UNKNOWN_OFFSET = -1
@@ -423,6 +434,7 @@ class ReplicaManager:
         self.submit_isr_change: IsrSubmit | None = None
         # leader.replication.throttled.rate over leader.replication.throttled.replicas.
         self.leader_quota: ReplicationQuota | None = None
+        self.replica_selector: ReplicaSelector | None = None  # replica.selector.class
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -551,6 +563,18 @@ class ReplicaManager:
             return None, error
         if not partition.is_leader:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        error = partition.check_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return None, error
+        return partition, ErrorCode.NONE
+
+    def hosted_partition(self, topic: str, index: int,
+                         current_leader_epoch: int = NO_EPOCH) -> tuple[Partition | None, ErrorCode]:
+        """A replica hosted here, leader or follower, in the client's leader epoch (Kafka's
+        getLocalLog without requireLeader: consumers of KIP-392 read from followers)."""
+        partition, error = self.get_partition(topic, index)
+        if partition is None:
+            return None, error
         error = partition.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return None, error
@@ -688,7 +712,10 @@ class ReplicaManager:
         storage_log = partition.log
         if records:
             partition.append_as_follower(records)
+        high_watermark = storage_log.high_watermark
         storage_log.update_high_watermark(min(leader_high_watermark, storage_log.log_end_offset))
+        if storage_log.high_watermark != high_watermark:
+            self.fetch_purgatory.notify(partition.key)  # consumers reading from this follower
         if leader_log_start_offset > storage_log.log_start_offset and \
                 leader_log_start_offset <= storage_log.high_watermark:
             storage_log.delete_records_before(leader_log_start_offset)
@@ -696,12 +723,49 @@ class ReplicaManager:
     # -- fetch
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
              current_leader_epoch: int, isolation: FetchIsolation, min_one_batch: bool,
-             last_fetched_epoch: int = NO_EPOCH) -> ReadResult:
-        partition, error = self.leader_partition(topic, index, current_leader_epoch)
+             last_fetched_epoch: int = NO_EPOCH,
+             client: ClientMetadata | None = None) -> ReadResult:
+        """A consumer's read. Without `client` (Fetch before v11) only the leader answers; with
+        it a follower serves up to its own high watermark, and a leader whose replica selector
+        picks another replica names it instead of returning data (KIP-392)."""
+        if client is None:
+            partition, error = self.leader_partition(topic, index, current_leader_epoch)
+        else:
+            partition, error = self.hosted_partition(topic, index, current_leader_epoch)
         if partition is None:
             return ReadResult(error)
+        if client is not None and partition.is_leader and self.replica_selector is not None:
+            preferred = self._preferred_read_replica(partition, client, fetch_offset)
+            if preferred is not None:
+                storage_log = partition.log
+                return ReadResult(ErrorCode.NONE, storage_log.high_watermark,
+                                  storage_log.last_stable_offset, storage_log.log_start_offset,
+                                  leader_epoch=partition.leader_epoch,
+                                  preferred_read_replica=preferred)
         return self._read_partition(partition, fetch_offset, max_bytes, isolation,
                                     min_one_batch, last_fetched_epoch)
+
+    def _preferred_read_replica(self, partition: Partition, client: ClientMetadata,
+                                fetch_offset: int) -> int | None:
+        """Kafka's findPreferredReadReplica: the selector chooses among the leader and the
+        in-sync followers that hold `fetch_offset` and are reachable on the client's listener;
+        None when it keeps the leader."""
+        assert self.replica_selector is not None
+        brokers = self.image.brokers if self.image is not None else {}
+        own = brokers.get(self.broker_id)
+        leader = ReplicaView(self.broker_id, own.rack if own else None,
+                             partition.log.log_end_offset, 0)
+        candidates = [leader]
+        now = self.clock.time_ms()
+        for replica_id, state in partition.followers.items():
+            reg = brokers.get(replica_id)
+            if (replica_id in partition.isr and reg is not None
+                    and reg.endpoint(client.listener) is not None
+                    and state.log_start_offset <= fetch_offset <= state.log_end_offset):
+                candidates.append(ReplicaView(replica_id, reg.rack, state.log_end_offset,
+                                              now - state.last_caught_up_ms))
+        chosen = self.replica_selector.select(client.rack_id, leader, candidates)
+        return None if chosen.broker_id == self.broker_id else chosen.broker_id
 
     @staticmethod
     def _read_partition(partition: Partition, fetch_offset: int, max_bytes: int,
@@ -724,20 +788,23 @@ class ReplicaManager:
             return ReadResult(exc.code, hw, lso, storage_log.log_start_offset)
         return result
 
-    def fetch_position(self, topic: str, index: int, fetch_offset: int) -> LogEnd | None:
-        """Where a long poll's data starts (None when the partition cannot be read here)."""
+    def fetch_position(self, topic: str, index: int, fetch_offset: int,
+                       leader_only: bool = True) -> LogEnd | None:
+        """Where a long poll's data starts (None when the partition cannot be read here;
+        `leader_only` False: a follower replica may serve it, KIP-392)."""
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.is_leader:
+        if partition is None or (leader_only and not partition.is_leader):
             return None
         return partition.log.position_of(fetch_offset)
 
     def readable_bytes(self, topic: str, index: int, start: LogEnd | None,
-                       isolation: FetchIsolation, replica_id: int = -1) -> int:
+                       isolation: FetchIsolation, replica_id: int = -1,
+                       leader_only: bool = True) -> int:
         """Bytes a long poll could return now from `start`; 1 when the partition is gone or
         no longer led here (an error is something to answer at once); 0 for a follower this
         broker throttles (Kafka's DelayedFetch does not count them)."""
         partition = self.partitions.get((topic, index))
-        if start is None or partition is None or not partition.is_leader:
+        if start is None or partition is None or (leader_only and not partition.is_leader):
             return 1
         if replica_id >= 0 and self.leader_throttles(partition, replica_id):
             return 0

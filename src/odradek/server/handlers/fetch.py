@@ -16,7 +16,12 @@ from odradek.server.fetch_session import (
     new_fetch,
 )
 from odradek.server.handlers.leader_hints import LeaderHints
-from odradek.server.replica_manager import NO_EPOCH, ReadResult, ReplicaManager
+from odradek.server.replica_manager import (
+    NO_EPOCH,
+    ClientMetadata,
+    ReadResult,
+    ReplicaManager,
+)
 from odradek.storage.log import FetchIsolation, LogEnd
 
 if TYPE_CHECKING:
@@ -66,7 +71,8 @@ class _Follower:
 
 def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wanted],
               max_bytes: int, isolation: FetchIsolation,
-              follower: _Follower | None = None) -> tuple[list[ReadResult], int]:
+              follower: _Follower | None = None,
+              client: ClientMetadata | None = None) -> tuple[list[ReadResult], int]:
     results = []
     total = 0
     for w in wanted:
@@ -93,6 +99,7 @@ def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wante
             # always possible.
             min_one_batch=total == 0,
             last_fetched_epoch=w.fetch.last_fetched_epoch if version >= 12 else NO_EPOCH,
+            client=client,
         )
         if result.records is not None:
             total += len(result.records)
@@ -101,18 +108,20 @@ def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wante
 
 
 async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min_bytes: int,
-                     max_wait_ms: int, isolation: FetchIsolation, replica_id: int) -> None:
+                     max_wait_ms: int, isolation: FetchIsolation, replica_id: int,
+                     leader_only: bool) -> None:
     """Kafka's delayed fetch: waits until `min_bytes` are readable or `max_wait_ms` passed.
     Each wake-up compares end positions with start positions computed once, reading no data."""
     polled = [w for w in wanted if w.topic is not None]
     for w in polled:
-        w.start = replica_manager.fetch_position(w.topic, w.partition, w.fetch.fetch_offset)
+        w.start = replica_manager.fetch_position(w.topic, w.partition, w.fetch.fetch_offset,
+                                                 leader_only)
 
     def enough() -> bool:
         available = 0
         for w in polled:
             available += replica_manager.readable_bytes(w.topic, w.partition, w.start,
-                                                        isolation, replica_id)
+                                                        isolation, replica_id, leader_only)
             if available >= min_bytes:
                 return True
         return False
@@ -133,7 +142,7 @@ class FetchApis:
     async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
         hints = (LeaderHints(self.replica_manager.image, ctx.listener)
                  if ctx.api_version >= NEW_LEADER_HINT_VERSION else None)
-        return await fetch(self, ctx.api_version, req, hints)
+        return await fetch(self, ctx.api_version, req, hints, ctx.listener)
 
     def list_offsets(self, ctx: RequestContext, req: m.ListOffsetsRequest):
         return list_offsets(self.replica_manager, ctx.api_version, req)
@@ -144,12 +153,17 @@ class FetchApis:
 
 # Fetch v16+ carries where a moved partition's leader is now (KIP-951).
 NEW_LEADER_HINT_VERSION = 16
+# Fetch v11+ from a consumer carries its rack: followers may serve it (KIP-392).
+CLIENT_METADATA_VERSION = 11
 
 
 async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
-                hints: LeaderHints | None = None):
+                hints: LeaderHints | None = None, listener: str = ""):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     follower = None
+    client = None
+    if replica_id < 0 and version >= CLIENT_METADATA_VERSION:
+        client = ClientMetadata(req.rack_id or "", listener)
     if replica_id >= 0:
         # A follower replicating: it reads up to the log end, and its fetch offsets tell the
         # leader how far it has come (the high watermark, the ISR).
@@ -175,13 +189,15 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
               for (key, partition), cached in context.partitions]
 
     results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
-                               follower)
-    has_error = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results)
-    if total < req.min_bytes and req.max_wait_ms > 0 and not has_error and wanted:
+                               follower, client)
+    # An error, a divergence or a preferred read replica is answered at once.
+    answer_now = any(r.error != ErrorCode.NONE or r.diverging_epoch
+                     or r.preferred_read_replica >= 0 for r in results)
+    if total < req.min_bytes and req.max_wait_ms > 0 and not answer_now and wanted:
         await _long_poll(replica_manager, wanted, req.min_bytes, req.max_wait_ms, isolation,
-                         replica_id)
+                         replica_id, leader_only=client is None)
         results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
-                                   follower)
+                                   follower, client)
     quota = replica_manager.leader_quota
     if follower is not None and quota is not None:
         # Every byte of a throttled partition sent to a follower counts (Kafka's
@@ -194,8 +210,10 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
     topics_out: dict[Any, FR.FetchableTopicResponse] = {}
     for w, r in zip(wanted, results):
         has_records = r.records is not None and len(r.records) > 0
-        if not context.include(w.fetch, has_records, r.error, r.high_watermark,
-                               r.log_start_offset, r.last_stable_offset):
+        # A preferred read replica must reach the consumer, as data would (Kafka's
+        # CachedPartition.maybeUpdateResponseData).
+        if not context.include(w.fetch, has_records or r.preferred_read_replica >= 0, r.error,
+                               r.high_watermark, r.log_start_offset, r.last_stable_offset):
             continue
         pd = FR.PartitionData(
             partition_index=w.partition,
@@ -204,7 +222,7 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
             aborted_transactions=[] if read_committed else None,
-            preferred_read_replica=-1,
+            preferred_read_replica=r.preferred_read_replica,
             records=r.records if has_records else b"",
         )
         if r.diverging_epoch is not None:
