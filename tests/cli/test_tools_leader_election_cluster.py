@@ -119,6 +119,12 @@ def test_preferred_and_unclean_elections(tmp_path, capsys):
         wait_until(lambda: partition_state(cluster, quorum_leader, "dirty")
                    == (observer, [observer]), SETTLE_S, interval=0.1,
                    message="dirty-0 led by the unclean leader")
+        # The old leader returns, truncates to the unclean leader's log and joins its ISR; the
+        # expansion also reports the leader recovered (KIP-704).
+        resume(second)
+        wait_until(lambda: partition_state(cluster, quorum_leader, "dirty")
+                   == (observer, sorted([observer, second])), SETTLE_S, interval=0.1,
+                   message="the old leader back in the ISR of dirty-0")
         print(f"\nelections done {time.monotonic() - started:.1f}s after the first pause")
     finally:
         for node_id in stopped:  # a stopped process cannot take SIGTERM

@@ -821,3 +821,18 @@ def test_a_follower_serves_consumers_with_client_metadata_up_to_its_high_waterma
         TOPIC, 0, 0, 1 << 20, current_leader_epoch=1, isolation=FetchIsolation.HIGH_WATERMARK,
         min_one_batch=True, client=ClientMetadata("", "PLAINTEXT"))
     assert stale.error == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+@in_event_loop
+def test_an_unclean_leader_reports_its_recovery_with_the_first_isr_expansion(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER, OTHER], isr=[LEADER, OTHER])
+    changes = IsrChanges(cluster)
+    # As after an unclean election (KIP-704): RECOVERING, the leader alone in the ISR.
+    cluster.replay(m.PartitionChangeRecord(partition_id=0, topic_id=cluster.topic_ids[TOPIC],
+                                           isr=[LEADER], leader_recovery_state=1))
+    partition = cluster.partition()
+    assert partition.leader_recovery_state == 1
+    cluster.append(2, acks=1)
+    fetch_as(cluster, FOLLOWER, 2, broker_epoch=FOLLOWER)
+    [change] = changes.proposed
+    assert (change.new_isr, change.leader_recovery_state) == ((LEADER, FOLLOWER), 0)

@@ -119,7 +119,8 @@ class AlterPartitionManager:
                 new_isr_with_epochs=[Req.BrokerState(broker_id=r,
                                                      broker_epoch=change.broker_epochs.get(r, -1))
                                      for r in change.new_isr],
-                leader_recovery_state=0, partition_epoch=change.partition_epoch))
+                leader_recovery_state=change.leader_recovery_state,
+                partition_epoch=change.partition_epoch))
         request = Req(broker_id=self.broker_id, broker_epoch=self.broker_epoch(),
                       topics=[Req.TopicData(topic_id=tid, partitions=parts)
                               for tid, parts in topics.items()])

@@ -44,6 +44,7 @@ LATEST_TIERED_TIMESTAMP = -5
 
 NO_EPOCH = -1
 ACKS_ALL = -1
+LEADER_RECOVERED = 0  # LeaderRecoveryState (KIP-704); 1 is RECOVERING after an unclean election
 
 
 @dataclass(slots=True)
@@ -153,6 +154,9 @@ class IsrChange:
     partition_epoch: int
     new_isr: tuple[int, ...]
     broker_epochs: dict[int, int]
+    # KIP-704: an expansion reports the leader recovered from an unclean election (Kafka's
+    # prepareIsrExpand); a shrink keeps the state it has.
+    leader_recovery_state: int = 0
 
 
 class Transition(enum.Enum):
@@ -176,6 +180,7 @@ class Partition:
     partition_epoch: int = -1
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
+    leader_recovery_state: int = LEADER_RECOVERED
     followers: dict[int, FollowerState] = field(default_factory=dict)
     commits: CommitWaiters = field(default_factory=CommitWaiters)
     replica_lag_time_max_ms: int = 30_000
@@ -225,6 +230,7 @@ class Partition:
         self.partition_epoch = reg.partition_epoch
         self.replicas = reg.replicas
         self.isr = reg.isr
+        self.leader_recovery_state = reg.leader_recovery_state
         if lost_leadership:
             self.commits.fail_all(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
         if not self.is_leader:
@@ -314,7 +320,7 @@ class Partition:
             return None
         if not self.isr_eligible(replica_id, follower.broker_epoch):
             return None
-        return self._propose_isr(self.isr + (replica_id,))
+        return self._propose_isr(self.isr + (replica_id,), LEADER_RECOVERED)
 
     def maybe_shrink_isr(self, now_ms: int) -> IsrChange | None:
         """Kafka's maybeShrinkIsr: followers not caught up within `replica.lag.time.max.ms`
@@ -338,13 +344,14 @@ class Partition:
                  leader_end, self.log.high_watermark,
                  ", ".join(f"{r} (end offset {self.followers[r].log_end_offset if r in self.followers else -1})"
                            for r in out_of_sync))
-        return self._propose_isr(new_isr)
+        return self._propose_isr(new_isr, self.leader_recovery_state)
 
-    def _propose_isr(self, new_isr: tuple[int, ...]) -> IsrChange:
+    def _propose_isr(self, new_isr: tuple[int, ...], leader_recovery_state: int) -> IsrChange:
         self.pending_isr = new_isr
         epochs = {r: (self.followers[r].broker_epoch if r in self.followers else -1)
                   for r in new_isr}
-        return IsrChange(self, self.leader_epoch, self.partition_epoch, new_isr, epochs)
+        return IsrChange(self, self.leader_epoch, self.partition_epoch, new_isr, epochs,
+                         leader_recovery_state)
 
     def on_isr_change_answer(self, change: IsrChange, error: ErrorCode, isr: tuple[int, ...],
                              leader_epoch: int, partition_epoch: int, now_ms: int) -> bool:
