@@ -25,7 +25,7 @@ this voter's disk is what the quorum has), so start-up is what it was before Raf
 new epoch marked by a LeaderChange record. Several voters: `load()` replays nothing (this node's
 log tail may be uncommitted); the image follows the high watermark the leader reports.
 Outbound requests go through `send(destination, request) -> awaitable response` (the network
-side, in `odradek.server.raft_channel`); inbound ones come in through `handle_request`.
+side, in `odradek.server.node_channel`); inbound ones come in through `handle_request`.
 
 Snapshots (KIP-630, see odradek.raft.snapshot): once `snapshot_max_bytes` of records were
 committed since the last snapshot, or `snapshot_interval_ms` passed with new records, the

@@ -70,6 +70,7 @@ from odradek.server.network import (
     NetworkServer,
     RequestContext,
 )
+from odradek.server.node_channel import NodeChannel
 from odradek.server.quotas import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -77,7 +78,6 @@ from odradek.server.quotas import (
     LEADER_REPLICAS,
     ReplicationQuota,
 )
-from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.replica_selector import replica_selector
@@ -113,7 +113,7 @@ class Broker:
         self.network: NetworkServer | None = None
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
-        self.raft_channel: RaftChannel | None = None
+        self.raft_channel: NodeChannel | None = None
         self.replica_manager: ReplicaManager | None = None
         self.metadata_cache: MetadataCache | None = None
         self.controller: QuorumController | None = None
@@ -121,7 +121,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.controller_apis: ControllerApis | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
-        self.controller_channel: RaftChannel | None = None
+        self.controller_channel: NodeChannel | None = None
         self.replica_fetchers: ReplicaFetcherManager | None = None
         self.alter_partitions: AlterPartitionManager | None = None
         # This node's controller endpoints (listener -> host/port) as Raft tells its peers;
@@ -320,11 +320,11 @@ class Broker:
             def resolve(node_id: int) -> tuple[str, int] | None:
                 return quorum.endpoint_of(node_id) if quorum is not None else None
 
-            self.raft_channel = RaftChannel(self.node_id, resolve,
+            self.raft_channel = NodeChannel(self.node_id, resolve,
                                             request_timeout_ms=raft_config.request_timeout_ms)
             send = self.raft_channel.send
             # The lifecycle's own connections: heartbeats never wait behind a Raft Fetch.
-            self.controller_channel = RaftChannel(
+            self.controller_channel = NodeChannel(
                 self.node_id, resolve, request_timeout_ms=raft_config.request_timeout_ms,
                 client_id=f"broker-lifecycle-{self.node_id}")
         quorum = MetadataQuorum(

@@ -32,7 +32,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
 if TYPE_CHECKING:
     from odradek.controller.quorum import MetadataQuorum
     from odradek.server.network import RequestContext
-    from odradek.server.raft_channel import RaftChannel
+    from odradek.server.node_channel import NodeChannel
 
 log = logging.getLogger("odradek.forwarding")
 
@@ -46,7 +46,7 @@ Handler = Callable[..., Any]
 
 
 class ForwardingManager:
-    def __init__(self, node_id: int, quorum: MetadataQuorum, channel: RaftChannel | None, *,
+    def __init__(self, node_id: int, quorum: MetadataQuorum, channel: NodeChannel | None, *,
                  timeout_ms: int = FORWARDING_TIMEOUT_MS, clock: Clock = SYSTEM_CLOCK) -> None:
         self.node_id = node_id
         self.quorum = quorum

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.server.node_channel import NodeChannel
 from odradek.server.quotas import ReplicationQuota
-from odradek.server.raft_channel import RaftChannel
 from odradek.server.replica_manager import NO_EPOCH, Partition, ReplicaManager
 
 log = logging.getLogger("odradek.replica.fetcher")
@@ -152,7 +152,7 @@ class ReplicaFetcher:
         config = manager.config
         # The same request channel (connect, reconnect backoff, timeouts) the quorum and the
         # broker lifecycle use, to this one leader's inter-broker listener.
-        self._channel = RaftChannel(
+        self._channel = NodeChannel(
             manager.broker_id, manager.endpoint_of,
             request_timeout_ms=config.socket_timeout_ms + config.max_wait_ms,
             client_id=f"broker-{manager.broker_id}-fetcher-{fetcher_id}")

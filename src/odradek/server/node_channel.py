@@ -1,16 +1,17 @@
-"""The network side of the metadata quorum: requests to the voters' controller listeners
-(Raft's, and the broker lifecycle's on a separate channel so heartbeats never queue behind a
-long-polling Fetch).
+"""Requests from this node to other nodes: Raft's to the voters' controller listeners, the
+broker lifecycle's to the active controller (on a separate channel, so heartbeats never queue
+behind a long-polling Fetch), and the replica fetchers' to a partition leader's inter-broker
+listener (one channel per fetcher).
 
-One `odradek.client.connection.Connection` per voter, to its endpoint (a
+One `odradek.client.connection.Connection` per destination node, to its endpoint (a
 `controller.quorum.voters` entry, or for a dynamic quorum what Raft knows: the VotersRecord's
 endpoints, a leader named in a Fetch answer, a bootstrap server by its negative id) (Kafka's controllers use the same NetworkClient as its clients). A request goes out at
 the version Raft encodes it at (`raft.messages.API_VERSIONS`) and times out after
 `controller.quorum.request.timeout.ms`; any failure (refused, reset, timed out) is raised to the
 quorum, which tells the Raft client (`handle_send_failure`, retried after
-`controller.quorum.retry.backoff.ms`). A voter whose connection cannot be opened is not dialled
+`controller.quorum.retry.backoff.ms`). A node whose connection cannot be opened is not dialled
 again before a reconnect backoff (doubling up to a second, like Kafka's
-`reconnect.backoff.ms`/`reconnect.backoff.max.ms`), so a dead voter costs a connect attempt per
+`reconnect.backoff.ms`/`reconnect.backoff.max.ms`), so a dead node costs a connect attempt per
 backoff rather than per retry.
 """
 
@@ -26,13 +27,13 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
 from odradek.raft.messages import API_VERSIONS
 
-log = logging.getLogger("odradek.raft.channel")
+log = logging.getLogger("odradek.node.channel")
 
 RECONNECT_BACKOFF_MS = 50
 RECONNECT_BACKOFF_MAX_MS = 1000
 
 
-class RaftChannel:
+class NodeChannel:
     def __init__(self, node_id: int,
                  endpoints: Mapping[int, tuple[str, int]] | Callable[[int], tuple[str, int] | None],
                  *, request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK,
@@ -56,7 +57,7 @@ class RaftChannel:
 
     async def send(self, destination: int, request: m.Message,
                    api_version: int | None = None) -> m.Message:
-        """Sends `request` to voter `destination` (at `api_version`, by default the version
+        """Sends `request` to node `destination` (at `api_version`, by default the version
         Raft encodes it at) and returns its answer; raises KafkaConnectionError (or a timeout)
         if it cannot be delivered or answered."""
         connection = await self._connection(destination)
@@ -76,10 +77,10 @@ class RaftChannel:
             if existing is not None and existing.ready:
                 return existing
             if self.clock.monotonic() < self._reconnect_at.get(destination, 0.0):
-                raise KafkaConnectionError(f"voter {destination}: reconnect backoff")
+                raise KafkaConnectionError(f"node {destination}: reconnect backoff")
             endpoint = self.resolve(destination)
             if endpoint is None:
-                raise KafkaConnectionError(f"voter {destination} has no known endpoint")
+                raise KafkaConnectionError(f"node {destination} has no known endpoint")
             host, port = endpoint
             connection = Connection(host, port, node_id=destination,
                                     client_id=self.client_id,
@@ -98,7 +99,7 @@ class RaftChannel:
             if existing is not None:
                 await existing.close()
             self._connections[destination] = connection
-            log.info("node %d: connected to voter %d at %s:%d", self.node_id, destination,
+            log.info("node %d: connected to node %d at %s:%d", self.node_id, destination,
                      host, port)
             return connection
 
