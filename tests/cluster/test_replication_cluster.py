@@ -307,6 +307,9 @@ def test_a_follower_names_the_new_leader_in_its_answers(cluster):
                                               current_leader_epoch=-1, last_fetched_epoch=-1,
                                               log_start_offset=-1,
                                               partition_max_bytes=1 << 20)])])
+    # Fetch v11+ from a consumer is served by a follower too (KIP-392): broker 6, which
+    # holds no replica, answers NOT_LEADER_OR_FOLLOWER.
+    with RawClient(HOST, cluster.nodes[6].port) as client:
         response = client.call(1, 16, fetch)
         part = response.responses[0].partitions[0]
         assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker_process import ODRADEK, free_port, wait_until
 from quorum_cluster import ClusterNode, QuorumCluster
+from small_disk import SmallDisk
 
 from faults.netns import NetnsNetwork
 
@@ -30,9 +31,12 @@ def distinct_free_ports(count: int) -> list[int]:
 
 class FaultCluster(QuorumCluster):
     def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                 network: NetnsNetwork | None = None) -> None:
-        """`network`: a set-up NetnsNetwork holding nodes 1..size (None: loopback)."""
+                 network: NetnsNetwork | None = None, disk_bytes: int | None = None) -> None:
+        """`network`: a set-up NetnsNetwork holding nodes 1..size (None: loopback).
+        `disk_bytes`: each node's log directory on a small disk of its own (tmpfs, root only:
+        DiskUnavailable otherwise) that the nemesis can fill."""
         self.network = network
+        self.disks: dict[int, SmallDisk] = {}
         self.nodes = {}
         ports = distinct_free_ports(2 * size)
         for node_id in range(1, size + 1):
@@ -47,6 +51,9 @@ class FaultCluster(QuorumCluster):
                           for n in self.nodes.values())
         for node in self.nodes.values():
             node.write_config(voters, overrides or {})
+        if disk_bytes is not None:
+            for node_id, node in self.nodes.items():
+                self.disks[node_id] = SmallDisk(node.workdir / "data", disk_bytes).mount()
         self.paused: set[int] = set()
         self.cluster_id = subprocess.run([*ODRADEK, "storage", "random-uuid"], check=True,
                                          capture_output=True, text=True).stdout.strip()
@@ -134,6 +141,22 @@ class FaultCluster(QuorumCluster):
     def heal(self, node_id: int) -> None:
         assert self.network is not None
         self.network.heal(node_id)
+
+    def fill_disk(self, node_id: int) -> None:
+        """The node's disk full: its next write fails and it halts (Kafka's behaviour when its
+        only log directory fails)."""
+        self.disks[node_id].fill()
+
+    def free_disk(self, node_id: int) -> None:
+        """Room again on the node's disk, and the node restarted if it halted meanwhile."""
+        self.disks[node_id].free()
+        node = self.nodes[node_id]
+        if not node.running:
+            node.start()
+
+    def unmount_disks(self) -> None:
+        for disk in self.disks.values():
+            disk.unmount()
 
     def shutdown(self) -> None:
         """Undo every fault, then stop every node (SIGTERM, SIGKILL if it lingers)."""

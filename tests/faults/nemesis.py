@@ -3,7 +3,9 @@ schedule (when, which kind, for how long; the node hit is the watched partition'
 moment, found with a Metadata request, or the schedule's fallback node when none is known).
 
 Kinds: kill (SIGKILL, restart after the duration), pause (SIGSTOP, SIGCONT after it), partition
-(the node's link down, up after it; needs the nodes in network namespaces)."""
+(the node's link down, up after it; needs the nodes in network namespaces), fill-disk (the
+node's disk full: it halts at its next write; room again after the duration and the node
+restarted; needs the nodes' log directories on small disks)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from dataclasses import asdict, dataclass
 from faults.cluster import FaultCluster
 from faults.history import History
 
-KINDS = ("kill", "pause", "partition")
+KINDS = ("kill", "pause", "partition", "fill-disk")
+MIXED_KINDS = ("kill", "pause", "partition")  # fill-disk needs small disks: its own scenario
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,9 @@ SCENARIOS = {
     "kill-leader": ScenarioShape(("kill",), 5, (3.0, 3.0)),  # issue 15: 5 x kill -9 in 40 s
     "pause-leader": ScenarioShape(("pause",), 2, (14.0, 16.0)),
     "partition-leader": ScenarioShape(("partition",), 2, (14.0, 16.0)),
-    "mixed": ScenarioShape(KINDS, 3, (3.0, 12.0)),
+    "mixed": ScenarioShape(MIXED_KINDS, 3, (3.0, 12.0)),
+    # The leader halts at once; its disk stays full a few seconds, then it comes back.
+    "full-disk-leader": ScenarioShape(("fill-disk",), 3, (4.0, 6.0)),
 }
 
 QUIET_AFTER_FAULT_S = 1.0  # at least this long between one fault's end and the next's start
@@ -121,6 +126,10 @@ class Nemesis(threading.Thread):
             self.cluster.isolate(node)
             self.history.record("nemesis", action="isolate", **details)
             self._undo.append(("heal", node))
+        elif fault.kind == "fill-disk":
+            self.cluster.fill_disk(node)
+            self.history.record("nemesis", action="fill-disk", **details)
+            self._undo.append(("free-disk", node))
         else:
             raise ValueError(f"unknown fault kind {fault.kind!r}")
 
@@ -131,6 +140,8 @@ class Nemesis(threading.Thread):
                 self.cluster.nodes[node].start()
             elif action == "resume":
                 self.cluster.resume(node)
+            elif action == "free-disk":
+                self.cluster.free_disk(node)
             else:
                 self.cluster.heal(node)
             self.history.record("nemesis", action=action, node=node)

@@ -22,6 +22,10 @@ from faults.cluster import FaultCluster
 from faults.history import History
 from faults.nemesis import SCENARIOS, Fault, Nemesis, describe_schedule, make_schedule
 from faults.netns import NetnsNetwork
+
+# Each node's log directory, in the full-disk scenario: a tmpfs of this size (filled by the
+# nemesis), roomy enough for the workload until then.
+SMALL_DISK_BYTES = 256 << 20
 from faults.workload import ConsumerSession, ProducerWorker
 
 START_TIMEOUT_S = 60.0  # N Python broker processes starting on a shared 2-core machine
@@ -47,6 +51,10 @@ class ScenarioConfig:
     read_deadline: float = 60.0  # bound on each consumer session's catching up
     broker_config: dict[str, str] = field(default_factory=dict)
     topic: str = "faults"
+
+    @property
+    def uses_small_disks(self) -> bool:
+        return "fill-disk" in SCENARIOS[self.scenario].kinds
 
     @property
     def uses_netns(self) -> bool:
@@ -146,7 +154,9 @@ def run_scenario(config: ScenarioConfig,
             log(f"nodes in network namespaces {network.tag}n*, "
                 f"addresses {network.address(1)}..{network.address(node_ids[-1])}")
         cluster = FaultCluster(config.workdir / "cluster", config.brokers,
-                               config.broker_config, network)
+                               config.broker_config, network,
+                               disk_bytes=SMALL_DISK_BYTES if config.uses_small_disks else None)
+        stack.callback(cluster.unmount_disks)  # after the cluster is down (LIFO)
         cluster.format()
         cluster.start()
         stack.callback(cluster.shutdown)

@@ -23,7 +23,7 @@ def events_between(events: list[dict], type_: str, start: float, end: float,
 
 def fault_windows(events: list[dict]) -> list[tuple[dict, float]]:
     """Each fault the nemesis injected and when it was undone (t)."""
-    undo = {"kill": "restart", "pause": "resume", "isolate": "heal"}
+    undo = {"kill": "restart", "pause": "resume", "isolate": "heal", "fill-disk": "free-disk"}
     windows, open_faults = [], {}
     for event in events:
         if event["type"] != "nemesis":

@@ -25,6 +25,8 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
@@ -84,6 +86,7 @@ from odradek.server.replica_selector import replica_selector
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
 from odradek.storage.config import LogConfig
+from odradek.storage.dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("odradek.broker")
 
@@ -110,6 +113,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots")))
         self.fetch_max_bytes = int(config.get("fetch.max.bytes"))
+        # An I/O error on a log directory (or the metadata log's) halts the process, as Kafka
+        # does when no directory is left; `halt` is replaceable for in-process tests.
+        self.dir_failures = LogDirFailureChannel()
+        self.dir_failures.subscribe(self._on_log_dir_failure)
+        self.halt: Callable[[int], None] = os._exit
         self.network: NetworkServer | None = None
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
@@ -150,7 +158,8 @@ class Broker:
         })
         # The metadata log is always fully recovered: it is small and must be exact.
         metadata_log = Log(os.path.join(self.metadata_log_dir, f"{METADATA_TOPIC}-0"),
-                           metadata_config, had_clean_shutdown=False)
+                           metadata_config, had_clean_shutdown=False,
+                           dir_failures=self.dir_failures)
         self.quorum = self._build_quorum(metadata_log)
         self.quorum.load()
         self.metadata_cache = MetadataCache(self.quorum.image)
@@ -207,13 +216,22 @@ class Broker:
             max_request_size=int(self.config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
         )
-        await self.network.start(self._listener_configs())
+        listeners = self._listener_configs()
+        # Raft needs the controller listeners at once; client and inter-broker requests are
+        # served only once the metadata has caught up (Kafka's enableRequestProcessing after
+        # the initial catch-up), so no client is told of a stale or empty image.
+        early = listeners if single_voter else [
+            listener for listener in listeners
+            if listener.name in self.controller_listener_names]
+        await self.network.start(early)
         self._local_controller_endpoints.update(self._controller_endpoints())
         if not single_voter:
             log.info("node %d: waiting for the metadata quorum to elect a leader",
                      self.node_id)
             await self.quorum.wait_until_caught_up()
             log.info("node %d: metadata caught up (%r)", self.node_id, self.quorum.raft)
+            await self.network.start([listener for listener in listeners
+                                      if listener not in early])
         if is_broker and not register_first:
             await self._join_cluster()
         if is_broker:
@@ -282,6 +300,21 @@ class Broker:
             except Exception:
                 log.exception("ISR expiration failed")
 
+    def _on_log_dir_failure(self, directory: Path, error: OSError) -> None:
+        """Kafka takes one failed directory of several offline and halts when none is left
+        or the metadata log's has failed. Odradek does not move partitions off a single
+        offline directory, so any failed directory halts the node: its replicas elsewhere
+        take over once its session expires, and restart recovery truncates whatever the
+        failed write left in its logs."""
+        if Path(directory).resolve() == Path(self.metadata_log_dir).resolve():
+            reason = f"the metadata log directory {directory} has failed"
+        else:
+            reason = f"log directory {directory} has failed"
+        log.critical("Shutdown broker because %s (%s): halting", reason, error)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self.halt(1)
+
     def _build_log_manager(self) -> LogManager:
         return LogManager(
             self.log_dirs, self.default_log_config,
@@ -291,6 +324,7 @@ class Broker:
             flush_checkpoint_interval_ms=int(
                 self.config.get("log.flush.offset.checkpoint.interval.ms")),
             excluded_topics={METADATA_TOPIC},
+            dir_failures=self.dir_failures,
         )
 
     def _build_quorum(self, metadata_log: Log) -> MetadataQuorum:

@@ -307,7 +307,8 @@ class NetworkServer:
             )
             self.servers.append(server)
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
-        self._reaper = loop.create_task(self._reap_idle())
+        if self._reaper is None:  # listeners may open in steps (a node's controller first)
+            self._reaper = loop.create_task(self._reap_idle())
 
     def record_latency(self, api_key: int, nanos: int) -> None:
         if self.latency_observer is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import os
 import random
 import re
@@ -33,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import NO_PRODUCER_ID, BatchHeader, TimestampType
@@ -48,6 +49,7 @@ from odradek.storage.checkpoint import (
     topic_id_to_str,
 )
 from odradek.storage.config import LONG_MAX, LogConfig
+from odradek.storage.dir_failure import LogDirFailureChannel
 from odradek.storage.epoch import LeaderEpochFileCache
 from odradek.storage.loader import LogLoader
 from odradek.storage.producer_state import ProducerStateManager
@@ -90,6 +92,21 @@ class FetchIsolation(enum.Enum):
     HIGH_WATERMARK = "high_watermark"  # consumers (read_uncommitted): what is committed
     TXN_COMMITTED = "txn_committed"  # read_committed consumers: below the last stable offset
 
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _io_guarded(method: _Method) -> _Method:
+    """A log change that fails with an OSError fails the log (`Log._io_failed`): the caller
+    gets KAFKA_STORAGE_ERROR and the directory is reported offline."""
+    @functools.wraps(method)
+    def guarded(self: Log, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as error:
+            raise self._io_failed(error) from error
+    return guarded  # type: ignore[return-value]
 
 class LogEnd(NamedTuple):
     """Next offset to assign and where it will be written (Kafka's LogOffsetMetadata)."""
@@ -143,8 +160,10 @@ class Log:
                  recovery_point: int = 0, log_start_offset: int = 0,
                  had_clean_shutdown: bool = True, topic_id: uuid.UUID | str | None = None,
                  high_watermark: int | None = None, clock: Clock | None = None,
-                 deleter: DeferredDeleter | None = None, inline_flush: bool = True) -> None:
+                 deleter: DeferredDeleter | None = None, inline_flush: bool = True,
+                 dir_failures: LogDirFailureChannel | None = None) -> None:
         self.dir = Path(directory)
+        self.dir_failures = dir_failures
         self.topic, self.partition = parse_topic_partition(self.dir)
         self.config = config if config is not None else LogConfig()
         self.clock = clock or system_clock_ms
@@ -267,6 +286,7 @@ class Log:
         self.config = config
 
     # -- append ----------------------------------------------------------------------------
+    @_io_guarded
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None,
                          origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
@@ -293,6 +313,7 @@ class Log:
             patched = assign_offsets(validated, self._end.offset, leader_epoch, config, now)
             return self._append(patched, leader_epoch)
 
+    @_io_guarded
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Appends replicated batches with their offsets (which must follow the log end)."""
         with self._lock:
@@ -341,6 +362,16 @@ class Log:
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log {self.dir} is closed")
 
+    def _io_failed(self, error: OSError) -> KafkaError:
+        """An I/O error while changing the log: no further writes (the files may hold a partial
+        batch that only restart recovery can judge), the directory reported offline."""
+        with self._lock:
+            self._closed = True
+        if self.dir_failures is not None:
+            self.dir_failures.report(self.dir.parent, error)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                          f"I/O error on log {self.dir}: {error}")
+
     # -- roll ------------------------------------------------------------------------------
     def _should_roll(self, segment: LogSegment, validated: ValidatedRecords, now_ms: int) -> bool:
         config = self.config
@@ -369,6 +400,7 @@ class Log:
             created_ms=self.clock(),
             preallocate_bytes=config.segment_bytes if config.preallocate else 0, active=True)
 
+    @_io_guarded
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Starts a new active segment at max(expected_next_offset, log end offset)."""
         with self._lock:
@@ -548,6 +580,7 @@ class Log:
         return self.leader_epoch_cache.end_offset_for(epoch, self._end.offset)
 
     # -- flush -----------------------------------------------------------------------------
+    @_io_guarded
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsyncs segments holding offsets in [recovery point, up_to_offset) and advances the
         recovery point. The fsyncs run outside the lock: appends continue meanwhile."""
@@ -575,6 +608,7 @@ class Log:
             self.last_flush_ms = self.clock()
 
     # -- retention -------------------------------------------------------------------------
+    @_io_guarded
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention by time and size (cleanup.policy=delete) and by log start offset."""
         now = self.clock() if now_ms is None else now_ms
@@ -658,6 +692,7 @@ class Log:
             self._recovery_point = max(self._recovery_point, offset)
             self._high_watermark = max(self._high_watermark, offset)
 
+    @_io_guarded
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: moves the log start offset to `offset` (at most the high watermark)
         and deletes segments wholly below it. Returns the new log start offset."""
@@ -673,6 +708,7 @@ class Log:
             return self._log_start_offset
 
     # -- truncation ------------------------------------------------------------------------
+    @_io_guarded
     def truncate_to(self, target_offset: int) -> bool:
         """Removes everything at and after `target_offset` (follower truncation)."""
         if target_offset < 0:
@@ -707,6 +743,7 @@ class Log:
             self._load_producer_state()
             return True
 
+    @_io_guarded
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Deletes all data; the log restarts empty at `new_offset`."""
         with self._lock:

@@ -36,6 +36,7 @@ from odradek.storage.checkpoint import (
     fsync_dir,
 )
 from odradek.storage.config import LogConfig
+from odradek.storage.dir_failure import LogDirFailureChannel
 from odradek.storage.log import Log, log_dir_name, parse_topic_partition
 from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
 
@@ -91,8 +92,11 @@ class LogManager:
                  flush_start_offset_checkpoint_interval_ms: int = 60_000,
                  high_watermark_checkpoint_interval_ms: int = 5_000,
                  inline_flush: bool = True,
-                 excluded_topics: Iterable[str] = ()) -> None:
+                 excluded_topics: Iterable[str] = (),
+                 dir_failures: LogDirFailureChannel | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        # Where every log reports an I/O error on its directory (a new channel if none given).
+        self.dir_failures = dir_failures or LogDirFailureChannel()
         if not self.log_dirs:
             raise ValueError("at least one log dir is required")
         self.default_config = default_config or LogConfig()
@@ -174,7 +178,7 @@ class LogManager:
             log = Log(child, self.config_for(key[0]), recovery_point=recovery_point,
                       log_start_offset=start_offset, had_clean_shutdown=clean,
                       high_watermark=hw, clock=self.clock, deleter=self.deleter,
-                      inline_flush=self.inline_flush)
+                      inline_flush=self.inline_flush, dir_failures=self.dir_failures)
             return directory, key, log
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
@@ -241,7 +245,7 @@ class LogManager:
             directory = self._next_log_dir()
             log = Log(directory / log_dir_name(topic, partition), config or self.config_for(topic),
                       topic_id=topic_id, clock=self.clock, deleter=self.deleter,
-                      inline_flush=self.inline_flush)
+                      inline_flush=self.inline_flush, dir_failures=self.dir_failures)
             fsync_dir(directory)
             self._logs[key] = log
             self._dir_of[key] = directory
