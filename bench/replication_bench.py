@@ -118,9 +118,6 @@ def run(quick: bool = False, records: int | None = None) -> str:
                                    LATENCY_SECONDS, acks="all")
             catch_up_s, catch_up_bytes = _catch_up(cluster, bootstrap, root, catch_up_mib)
         finally:
-            for node in cluster.nodes.values():
-                if node.running:
-                    node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
             cluster.stop()
             cluster.kill_all()
     ratios = [rf3 / rf1 for rf1, rf3 in pairs]

@@ -238,9 +238,11 @@ class QuorumCluster:
             node.start()
 
     def stop(self, timeout: float = 20) -> None:
-        """SIGTERM to every running node at once, then wait (SIGKILL after `timeout`)."""
+        """SIGTERM to every running node at once, then wait (SIGKILL after `timeout`). A node
+        a test paused (SIGSTOP) is resumed first: a stopped process cannot take SIGTERM."""
         running = self.live_nodes()
         for node in running:
+            node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
             node.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
         deadline = time.monotonic() + timeout
         for node in running:

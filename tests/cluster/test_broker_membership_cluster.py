@@ -36,9 +36,6 @@ def cluster(tmp_path_factory):
     try:
         yield cluster
     finally:
-        for node in cluster.nodes.values():  # a stopped process cannot take SIGTERM
-            if node.running:
-                node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
         cluster.stop()
         cluster.kill_all()
 

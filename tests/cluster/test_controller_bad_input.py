@@ -101,9 +101,6 @@ def quorum(tmp_path_factory):
               f"{elapsed_since(started):.2f}s after start")
         yield result
     finally:
-        for node in cluster.nodes.values():
-            if node.running:
-                node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
         cluster.stop()
         cluster.kill_all()
 

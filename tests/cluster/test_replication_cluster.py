@@ -56,9 +56,6 @@ def cluster(tmp_path_factory):
                    interval=0.2, message="three unfenced brokers")
         yield cluster
     finally:
-        for node in cluster.nodes.values():  # a stopped process cannot take SIGTERM
-            if node.running:
-                node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
         cluster.stop()
         cluster.kill_all()
 
