@@ -4,7 +4,8 @@
 * `Cluster`: bootstrap, metadata cache, connection pool and the retry rule, shared by all
   clients.
 * `AdminClient` (async) and `Admin` (blocking): Kafka's Admin API.
-* `AsyncProducer` / `Producer`: Kafka's producer (batching, compression, idempotence).
+* `AsyncProducer` / `Producer`: Kafka's producer (batching, compression, idempotence,
+  transactions: see `transactions`).
 * `AsyncConsumer` / `Consumer`: Kafka's consumer, with manual assignment or consumer group
   membership (`subscribe`, see `group` and `assignors`).
 
@@ -66,7 +67,18 @@ from odradek.client.subscription import (
     OffsetResetStrategy,
     OffsetStore,
 )
-from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
+from odradek.client.transactions import (
+    TransactionAbortedError,
+    TransactionState,
+    TransactionStateError,
+)
+from odradek.client.types import (
+    ConsumerGroupMetadata,
+    Node,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicPartition,
+)
 
 __all__ = [
     "ADMIN_CONFIG",
@@ -91,6 +103,7 @@ __all__ = [
     "ConfigType",
     "Connection",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CreatedTopic",
@@ -123,4 +136,7 @@ __all__ = [
     "TopicMetadata",
     "TopicPartition",
     "TopicPartitionInfo",
+    "TransactionAbortedError",
+    "TransactionState",
+    "TransactionStateError",
 ]

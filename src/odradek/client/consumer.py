@@ -54,7 +54,7 @@ from odradek.client.subscription import (
     SubscriptionState,
 )
 from odradek.client.sync import SyncFacade, blocking
-from odradek.client.types import TopicPartition
+from odradek.client.types import ConsumerGroupMetadata, TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -235,12 +235,12 @@ class AsyncConsumer:
         return set(coordinator.subscribed_topics if coordinator.pattern is not None
                    else coordinator.topics)
 
-    def group_metadata(self) -> tuple[str, int, str, str | None] | None:
-        """(group id, generation, member id, group instance id) of this member, or None
-        without ``group.id`` (Kafka's ConsumerGroupMetadata)."""
+    def group_metadata(self) -> ConsumerGroupMetadata | None:
+        """This member's `ConsumerGroupMetadata` (group id, generation, member id, group
+        instance id), for `Producer.send_offsets_to_transaction`; None without ``group.id``."""
         c = self.coordinator
-        return None if c is None else (c.group_id, c.generation_id, c.member_id,
-                                       c.group_instance_id)
+        return None if c is None else ConsumerGroupMetadata(c.group_id, c.generation_id,
+                                                            c.member_id, c.group_instance_id)
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         """Fetch `partition` from `offset` on the next poll."""

@@ -64,8 +64,16 @@ from odradek.client.errors import (
 )
 from odradek.client.partitioner import partition_for_key
 from odradek.client.retry import Deadline, ExponentialBackoff
+from odradek.client.subscription import OffsetAndMetadata
 from odradek.client.sync import SyncFacade, blocking
-from odradek.client.types import TopicMetadata, TopicPartition
+from odradek.client.transactions import (
+    MAX_TRANSACTIONAL_PRODUCE_VERSION,
+    TransactionAbortedError,
+    TransactionManager,
+    TransactionState,
+    TransactionStateError,
+)
+from odradek.client.types import ConsumerGroupMetadata, TopicMetadata, TopicPartition
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BATCH_HEADER_SIZE, Compression, increment_sequence
@@ -81,6 +89,9 @@ __all__ = [
 log = logging.getLogger("odradek.client.producer")
 
 _PRODUCE, _INIT_PRODUCER_ID = 0, 22
+# A v2 batch's attributes (int16 after base offset, length, leader epoch, magic and CRC); the
+# transactional flag is bit 4 of its low byte.
+_ATTRIBUTES_OFFSET, _TRANSACTIONAL_FLAG = 21, 0x10
 _MAX_IN_FLIGHT_WITH_IDEMPOTENCE = 5
 # The highest producer epoch (an int16); past it a producer needs a new producer id.
 MAX_PRODUCER_EPOCH = 32767
@@ -134,11 +145,13 @@ def parse_producer_config(config: Mapping[str, Any] | ClientConfig) -> ClientCon
     parsed = config if isinstance(config, ClientConfig) else PRODUCER_CONFIG.parse(config)
     values = dict(parsed)
     originals = parsed.originals
-    if values["transactional.id"]:
-        raise KafkaConfigError("transactional.id is set, but this producer does not support "
-                               "transactions yet")
+    transactional = bool(values["transactional.id"])
+    if transactional and not values["enable.idempotence"]:
+        raise KafkaConfigError("Cannot set a transactional.id without also enabling "
+                               "idempotence.")
     if values["enable.idempotence"]:
-        explicit = "enable.idempotence" in originals
+        # A transactional producer needs idempotence: conflicts are errors, as when asked for.
+        explicit = "enable.idempotence" in originals or transactional
         conflicts = []
         if values["max.in.flight.requests.per.connection"] > _MAX_IN_FLIGHT_WITH_IDEMPOTENCE:
             conflicts.append("Must set max.in.flight.requests.per.connection to at most 5 when "
@@ -321,6 +334,17 @@ class AsyncProducer:
         self.accumulator.on_space_freed = self._on_space_freed
         self.metrics = ProducerMetrics()
         self._idempotence = _Idempotence() if config["enable.idempotence"] else None
+        self._txn: TransactionManager | None = None
+        if config["transactional.id"]:
+            idempotence = self._idempotence
+            assert idempotence is not None
+            self._txn = TransactionManager(
+                config["transactional.id"], config["transaction.timeout.ms"], self.cluster,
+                request_timeout_ms=self.request_timeout_ms, backoff=self.retry_backoff,
+                producer_id_and_epoch=lambda: (idempotence.producer_id, idempotence.epoch),
+                set_producer_id=lambda pid, epoch: self._reset_sequences(idempotence, pid,
+                                                                         epoch),
+                spawn=self._spawn, wake=self.wake)
         #: node -> Produce requests in flight
         self._in_flight: dict[int, int] = defaultdict(int)
         #: partition -> its batches in flight, in send order
@@ -414,6 +438,8 @@ class AsyncProducer:
                 self._check_record_size(size)
         if self._closing:
             raise RuntimeError("Cannot perform operation after producer has been closed")
+        if self._txn is not None:
+            self._txn.fail_if_not_ready_for_send()
         idempotence = self._idempotence
         if idempotence is not None and idempotence.fatal is not None:
             raise idempotence.fatal
@@ -479,6 +505,9 @@ class AsyncProducer:
         """
         if self._closing:
             raise RuntimeError("Cannot perform operation after producer has been closed")
+        if self._txn is not None:
+            self._txn.fail_if_not_ready_for_send()
+            payload[_ATTRIBUTES_OFFSET + 1] |= _TRANSACTIONAL_FLAG  # the CRC is redone on send
         fatal = self._idempotence.fatal if self._idempotence is not None else None
         if fatal is not None:
             raise fatal
@@ -560,6 +589,61 @@ class AsyncProducer:
         topic_metadata = await self.wait_on_metadata(topic, Deadline(self.max_block_ms))
         return sorted(topic_metadata.partitions)
 
+    # ------------------------------------------------------------------------------ transactions
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError("Transactional method invoked on a non-transactional "
+                                        "producer.")
+        if self._closing:
+            raise RuntimeError("Cannot perform operation after producer has been closed")
+        return self._txn
+
+    async def init_transactions(self, timeout_ms: float | None = None) -> None:
+        """Get the producer id and epoch for ``transactional.id`` from its coordinator, which
+        fences older producers with the same id and completes their open transaction (Kafka's
+        initTransactions). Waits at most `timeout_ms` (default ``max.block.ms``); after a
+        timeout, calling it again waits for the same initialization."""
+        await self._transactions().initialize(
+            self.max_block_ms if timeout_ms is None else timeout_ms)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent from now on belong to it (no broker call)."""
+        self._transactions().begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | tuple | str,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (AddOffsetsToTxn, then
+        TxnOffsetCommit to the group's coordinator): they become visible to the group only if
+        the transaction commits. `group_metadata` is the consumer's ``group_metadata()``."""
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        elif not isinstance(group_metadata, ConsumerGroupMetadata):
+            group_metadata = ConsumerGroupMetadata(*group_metadata)
+        await self._transactions().send_offsets(
+            offsets, group_metadata, self.max_block_ms if timeout_ms is None else timeout_ms)
+
+    async def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        """Send what is queued, wait for it, then commit (EndTxn). Raises the error of a
+        failed send, after which only `abort_transaction` is allowed."""
+        txn = self._transactions()
+        await txn.commit(self.max_block_ms if timeout_ms is None else timeout_ms,
+                         self._flush_all)
+
+    async def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        """Fail the records not sent yet, wait for those in flight, then abort (EndTxn); after
+        an abortable error the epoch is bumped when the coordinator supports it."""
+        txn = self._transactions()
+        await txn.abort(self.max_block_ms if timeout_ms is None else timeout_ms,
+                        self._flush_all)
+
+    async def _flush_all(self) -> None:
+        await self.flush()
+
     async def flush(self, timeout_ms: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed."""
         accumulator = self.accumulator
@@ -584,6 +668,18 @@ class AsyncProducer:
         With ``timeout_ms=0`` queued records fail at once."""
         if self._closed:
             return
+        txn = self._txn
+        if txn is not None and timeout_ms != 0 and txn.state in (
+                TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
+            # As Kafka's sender on shutdown: an incomplete transaction is aborted.
+            log.info("Aborting incomplete transaction due to shutdown")
+            try:
+                await txn.abort(self.max_block_ms if timeout_ms is None else timeout_ms,
+                                self._flush_all)
+            except (KafkaError, TransactionStateError) as error:
+                log.warning("Aborting the transaction on close failed: %s", error)
+        if txn is not None:
+            txn.close()
         self._closing = True
         self.accumulator.closing = True
         self.accumulator.wake_memory_waiters()
@@ -651,6 +747,13 @@ class AsyncProducer:
             self._fail(batch, KafkaTimeoutError(
                 f"Expiring {batch.record_count} record(s) for {batch.tp}:"
                 f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
+        txn = self._txn
+        if txn is not None and txn.fails_queued_batches:
+            # The transaction will not commit: what was not sent yet fails now (Kafka's
+            # abortUndrainedBatches).
+            error = txn.last_error if txn.last_error is not None else TransactionAbortedError()
+            for batch in self.accumulator.abort_all():
+                self._fail(batch, error)
         if self._idempotence is not None:
             wait = self._idempotence_wait(self._idempotence, now)
             if wait is not None:
@@ -673,6 +776,8 @@ class AsyncProducer:
                 if not batches:
                     break
                 self._send_batches(node, connection, batches)
+        if txn is not None:
+            txn.maybe_add_partitions()  # partitions the drain found new to the transaction
         return delay
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
@@ -732,6 +837,8 @@ class AsyncProducer:
             self.wake()
 
     def _can_drain(self, batch: ProducerBatch) -> bool:
+        if self._txn is not None and not self._txn.send_allowed(batch.tp):
+            return False
         in_flight = self._in_flight_batches.get(batch.tp)
         idempotence = self._idempotence
         if idempotence is not None:
@@ -758,6 +865,8 @@ class AsyncProducer:
                 self.metrics.uncompressed_bytes_total += uncompressed
             else:
                 uncompressed = 0  # retried, or built by the caller (append_record_batch)
+            if self._txn is not None and batch.builder is not None:
+                batch.builder.is_transactional = True
             if idempotence is not None:
                 sequence = batch.base_sequence
                 if sequence is None:
@@ -777,6 +886,7 @@ class AsyncProducer:
             by_topic.setdefault(batch.tp.topic, []).append(
                 m.ProduceRequest.PartitionProduceData(index=batch.tp.partition, records=payload))
         request = m.ProduceRequest(
+            transactional_id=None if self._txn is None else self._txn.transactional_id,
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=[m.ProduceRequest.TopicProduceData(name=name, partition_data=parts)
@@ -791,7 +901,9 @@ class AsyncProducer:
                        batches: list[ProducerBatch]) -> None:
         started = time.monotonic()
         try:
-            version = connection.pick_version(_PRODUCE, min_version=3)
+            version = connection.pick_version(
+                _PRODUCE, min_version=3,
+                max_version=None if self._txn is None else MAX_TRANSACTIONAL_PRODUCE_VERSION)
             if self.acks == 0:
                 await connection.send(request, api_version=version, expect_response=False)
                 response = None
@@ -842,6 +954,11 @@ class AsyncProducer:
         """Retry or fail a batch the broker did not take (Kafka's Sender.completeBatch)."""
         code = error.code
         idempotence = self._idempotence
+        if self._txn is not None and code in _IDEMPOTENCE_ERRORS:
+            # A transactional producer's epoch belongs to its coordinator: the transaction
+            # aborts, and the abort bumps the epoch (KIP-360).
+            self._fail(batch, error)
+            return
         if idempotence is not None and code in _IDEMPOTENCE_ERRORS:
             if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and \
                     batch.producer_epoch == idempotence.epoch and \
@@ -886,7 +1003,9 @@ class AsyncProducer:
 
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         idempotence = self._idempotence
-        if idempotence is not None and batch.base_sequence is not None and \
+        if self._txn is not None:
+            self._txn.on_batch_failed(error, batch.base_sequence is not None)
+        elif idempotence is not None and batch.base_sequence is not None and \
                 batch.producer_epoch == idempotence.epoch and not self._closing:
             # The partition's later sequences no longer follow on: start a new epoch.
             idempotence.bump_needed = True
@@ -906,6 +1025,10 @@ class AsyncProducer:
             return float("inf")
         if idempotence.has_producer_id and not idempotence.bump_needed:
             return None
+        if self._txn is not None:
+            # The transaction coordinator gives the producer id (init_transactions); until
+            # then nothing can be appended.
+            return None if idempotence.has_producer_id else float("inf")
         if not self.accumulator.has_queued() and not idempotence.bump_needed:
             return float("inf")  # nothing to send: no producer id needed yet
         if idempotence.task is not None or any(self._in_flight.values()):
@@ -1067,3 +1190,15 @@ class Producer(SyncFacade[AsyncProducer]):
         return self._async.metrics_snapshot()
 
     partitions_for = blocking(AsyncProducer.partitions_for)
+    init_transactions = blocking(AsyncProducer.init_transactions)
+    send_offsets_to_transaction = blocking(AsyncProducer.send_offsets_to_transaction)
+    commit_transaction = blocking(AsyncProducer.commit_transaction)
+    abort_transaction = blocking(AsyncProducer.abort_transaction)
+
+    def begin_transaction(self) -> None:
+        """See `AsyncProducer.begin_transaction`."""
+        self._run(_call_on_loop(self._async.begin_transaction))
+
+
+async def _call_on_loop(function: Callable[[], T]) -> T:
+    return function()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.types import TopicPartition
 
-__all__ = ["Node", "PartitionMetadata", "TopicMetadata", "TopicPartition"]
+__all__ = ["ConsumerGroupMetadata", "Node", "PartitionMetadata", "TopicMetadata", "TopicPartition"]
 
 
 @dataclass(frozen=True)
@@ -50,3 +51,14 @@ class TopicMetadata:
     #: partition index -> metadata
     partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
     error: ErrorCode = ErrorCode.NONE
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership, for a transactional producer's offsets (Kafka's
+    ConsumerGroupMetadata): TxnOffsetCommit carries it so the group coordinator can fence a
+    member that is no longer in the group."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
