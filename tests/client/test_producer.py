@@ -378,8 +378,12 @@ def test_idempotence_config_rules():
     assert adjusted["delivery.timeout.ms"] == 230_000
     with pytest.raises(KafkaConfigError, match="compression.type"):
         parse_producer_config({**base, "compression.type": "brotli"})
-    with pytest.raises(KafkaConfigError, match="transactions"):
-        parse_producer_config({**base, "transactional.id": "tx"})
+    # A transactional producer is idempotent: conflicts are errors even when not asked for.
+    assert parse_producer_config({**base, "transactional.id": "tx"})["enable.idempotence"]
+    with pytest.raises(KafkaConfigError, match="without also enabling idempotence"):
+        parse_producer_config({**base, "transactional.id": "tx", "enable.idempotence": False})
+    with pytest.raises(KafkaConfigError, match="Must set acks to all"):
+        parse_producer_config({**base, "transactional.id": "tx", "acks": "1"})
     defaults = parse_producer_config(base)
     assert (defaults["acks"], defaults["batch.size"], defaults["linger.ms"],
             defaults["buffer.memory"], defaults["max.in.flight.requests.per.connection"],

@@ -61,6 +61,9 @@ TOOLS: dict[str, Tool] = {
     "metadata-shell": Tool("odradek.cli.metadata_shell",
                            "Browse a cluster metadata log or snapshot "
                            "(kafka-metadata-shell.sh)."),
+    "transactions": Tool("odradek.cli.transactions",
+                         "List, describe and abort transactions; find hanging ones "
+                         "(kafka-transactions.sh)."),
     "cluster-start": Tool("odradek.cli.cluster_start",
                           "Format and run a local N-node cluster in the foreground."),
     "producer-perf-test": Tool("odradek.cli.producer_perf_test",

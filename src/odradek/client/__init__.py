@@ -13,6 +13,12 @@ Imports only `odradek.protocol`.
 """
 
 from odradek.client.admin import Admin, AdminClient
+from odradek.client.admin_transactions import (
+    AbortTransactionSpec,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+)
 from odradek.client.admin_types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -82,6 +88,7 @@ from odradek.client.types import (
 
 __all__ = [
     "ADMIN_CONFIG",
+    "AbortTransactionSpec",
     "COMMON_CONFIG",
     "CONSUMER_CONFIG",
     "PRODUCER_CONFIG",
@@ -128,6 +135,7 @@ __all__ = [
     "OffsetStore",
     "PartitionMetadata",
     "Producer",
+    "ProducerState",
     "RecordFuture",
     "RecordMetadata",
     "ReplicaInfo",
@@ -137,6 +145,8 @@ __all__ = [
     "TopicPartition",
     "TopicPartitionInfo",
     "TransactionAbortedError",
+    "TransactionDescription",
+    "TransactionListing",
     "TransactionState",
     "TransactionStateError",
 ]

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from odradek.client.admin_groups import GroupAdmin
+from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.admin_types import (
     AlterConfigOp,
     ClusterDescription,
@@ -119,8 +120,9 @@ def _finish(results: dict[K, Any], raise_errors: bool) -> dict[K, Any]:
     return results
 
 
-class AdminClient(GroupAdmin):
-    """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`).
+class AdminClient(GroupAdmin, TransactionAdmin):
+    """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`, the
+    transaction calls from `TransactionAdmin`).
     Connects lazily; `close` (or ``async with``) when done."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig) -> None:
@@ -986,3 +988,8 @@ class Admin(SyncFacade[AdminClient]):
     alter_consumer_group_offsets = blocking(AdminClient.alter_consumer_group_offsets)
     delete_groups = blocking(AdminClient.delete_groups)
     delete_consumer_group_offsets = blocking(AdminClient.delete_consumer_group_offsets)
+    describe_producers = blocking(AdminClient.describe_producers)
+    describe_transactions = blocking(AdminClient.describe_transactions)
+    list_transactions = blocking(AdminClient.list_transactions)
+    list_transactions_by_broker = blocking(AdminClient.list_transactions_by_broker)
+    abort_transaction = blocking(AdminClient.abort_transaction)
