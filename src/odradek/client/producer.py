@@ -29,6 +29,11 @@ How it works, as in Kafka's Java client:
   state: the producer bumps its epoch itself (as Kafka's Java producer does; at the highest
   epoch it asks for a new producer id instead), restarts every partition's sequence at 0 and
   resends.
+* Transactions (``transactional.id``): `init_transactions`, `begin_transaction`,
+  `send_offsets_to_transaction`, `commit_transaction`, `abort_transaction`; the state machine
+  and the coordinator requests are in `transactions.TransactionManager`. The sender sends a
+  batch only to a partition already added to the transaction (AddPartitionsToTxn first), and
+  fails what is queued once the transaction can only abort.
 """
 
 from __future__ import annotations

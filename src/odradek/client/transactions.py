@@ -273,7 +273,13 @@ class TransactionManager:
 
     def on_batch_failed(self, error: KafkaError, had_sequence: bool) -> None:
         """A batch of the transaction failed for good (Kafka's maybeTransitionToErrorState)."""
-        if isinstance(error, TransactionAbortedError) or self.state == S.FATAL_ERROR:
+        if self.state == S.FATAL_ERROR:
+            return
+        if isinstance(error, TransactionAbortedError):
+            if had_sequence and self.coordinator_supports_epoch_bump:
+                # A retried batch dropped by the abort used sequence numbers the broker never
+                # saw: the next transaction starts a new epoch.
+                self.epoch_bump_required = True
             return
         if error.code in _FATAL_PRODUCE_ERRORS:
             self.fatal(error)
