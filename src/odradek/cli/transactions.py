@@ -314,7 +314,7 @@ async def _partitions_to_search(admin: AdminClient, topic: str | None, partition
             raise _failed(f"Failed to describe {len(batch)} topics", error) from None
         for name, description in descriptions.items():
             for info in description.partitions:
-                if broker_id is None or any(r.id == broker_id for r in info.replicas):
+                if broker_id is None or broker_id in info.replicas:
                     partitions.append(TopicPartition(name, info.partition))
     return partitions
 
