@@ -65,8 +65,9 @@ class FakeTxnBroker:
         if key == FIND_COORDINATOR:
             error = self._error(key)
             if version >= 4:
-                return m.FindCoordinatorResponse(coordinators=[m.FindCoordinatorResponse.Coordinator(
-                    key=k, node_id=1, host=host, port=port, error_code=error)
+                found = m.FindCoordinatorResponse.Coordinator
+                return m.FindCoordinatorResponse(coordinators=[
+                    found(key=k, node_id=1, host=host, port=port, error_code=error)
                     for k in request.coordinator_keys])
             return m.FindCoordinatorResponse(error_code=error, node_id=1, host=host, port=port)
         if key == INIT_PRODUCER_ID:
