@@ -304,3 +304,31 @@ def test_a_load_keeps_the_newer_record_and_honours_tombstones(tmp_path):
         await h2.close()
 
     run(scenario())
+
+
+def test_the_transaction_verifier_is_asked_first(tmp_path):
+    async def scenario():
+        h = await Harness(tmp_path).start()
+        asked = []
+        verdict = ErrorCode.INVALID_TXN_STATE
+
+        async def verify(partition, transactional_id, producer_id, producer_epoch):
+            asked.append((partition, transactional_id, producer_id, producer_epoch))
+            return verdict
+
+        h.coordinator.transaction_verifier = verify
+        assert await txn_commit(h, "app", {T0: 1}) == {T0: ErrorCode.INVALID_TXN_STATE}
+        assert asked == [(0, "txn-app", PID, EPOCH)]
+        assert h.manager.get_group("app") is None  # nothing written, no group made
+        verdict = ErrorCode.NETWORK_EXCEPTION
+        assert await txn_commit(h, "app", {T0: 1}) == {
+            T0: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+        verdict = ErrorCode.NONE
+        assert await txn_commit(h, "app", {T0: 1}) == ok(T0)
+        # A request without a producer id cannot be part of a transaction.
+        assert await txn_commit(h, "app", {T0: 1}, producer_id=-1) == {
+            T0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        assert len(asked) == 3
+        await h.close()
+
+    run(scenario())

@@ -143,6 +143,12 @@ class GroupOverview:
 
 LeavingMember = tuple[str, str | None]  # (member id or "", group instance id)
 
+#: verify(offsets partition, transactional id, producer id, producer epoch) -> NONE when the
+#: producer's ongoing transaction includes that partition (AddOffsetsToTxn added it), else the
+#: error (Kafka 4.0 asks the transaction coordinator before a TxnOffsetCommit's write,
+#: transaction.partition.verification.enable)
+TransactionVerifier = Callable[[int, str, int, int], Awaitable[ErrorCode]]
+
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager,
@@ -154,6 +160,8 @@ class GroupCoordinator:
         self._expiration_timer: TimerHandle | None = None
         #: background work (partition loads, periodic expirations), cancelled on close
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: set by the transaction coordinator's wiring; None: TxnOffsetCommit is not verified
+        self.transaction_verifier: TransactionVerifier | None = None
 
     def time_ms(self) -> int:
         return self.clock.time_ms()
@@ -795,10 +803,22 @@ class GroupCoordinator:
         transaction commits (`on_transaction_completed`). A group that does not exist is a
         simple group (generation -1); member, instance and generation are checked when given
         (v3+), the group's state is not (Kafka's validateOffsetCommit, transactional)."""
-        # The transactional id names the transaction to the transaction coordinator, which
-        # added this group's offsets partition to it (AddOffsetsToTxn); the log checks the
-        # producer epoch.
-        del transactional_id
+        if producer_id < 0:
+            # No transaction can hold such a write (Kafka's verification answers this).
+            return dict.fromkeys(offsets, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if self.transaction_verifier is not None:
+            # Verified first, as Kafka's transactional write operation does; the group is
+            # checked after, as it is then.
+            error = self._check(group_id)
+            if error == ErrorCode.NONE:
+                error = await self.transaction_verifier(self.manager.partition_for(group_id),
+                                                        transactional_id, producer_id,
+                                                        producer_epoch)
+            if error == ErrorCode.NETWORK_EXCEPTION:
+                # Kafka 4.0: older clients retry this one without a coordinator lookup.
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
         group, error = self._group_for_commit(group_id, member_id, group_instance_id,
                                               generation_id, transactional=True)
         if group is None:
