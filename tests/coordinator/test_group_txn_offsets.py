@@ -332,3 +332,46 @@ def test_the_transaction_verifier_is_asked_first(tmp_path):
         await h.close()
 
     run(scenario())
+
+
+def test_the_coordinator_writes_the_markers_of_its_partitions(tmp_path):
+    async def scenario():
+        h = await Harness(tmp_path, partitions=2, owned=[0]).start()
+        group = next(g for g in (f"app-{i}" for i in range(100))
+                     if h.manager.partition_for(g) == 0)
+        h.hold_commits = True
+        commit = asyncio.ensure_future(txn_commit(h, group, {T0: 10}))
+        await eventually(lambda: h.held_commits == 1)
+        # WriteTxnMarkers for this offsets partition (Kafka 4.0's completeTransaction): the
+        # marker is appended behind the commit's batch and completes it once committed.
+        marker = asyncio.ensure_future(h.coordinator.complete_transaction(
+            0, PID, EPOCH, coordinator_epoch=5, commit=True))
+        await eventually(lambda: h.held_commits == 2)
+        assert h.committed(group) == {}
+        h.release_commits()
+        assert await commit == ok(T0)
+        assert await marker == ErrorCode.NONE
+        assert h.committed(group) == {("t", 0): 10}
+        log = h.logs[0]
+        data = log.read_records(log.log_start_offset, 1 << 20)
+        headers = [header for _, header in iter_batches(data)]
+        assert [(x.producer_id, x.is_transactional, x.is_control) for x in headers] == [
+            (PID, True, False), (PID, True, True)]
+        # A partition coordinated elsewhere: the transaction coordinator retries.
+        assert await h.coordinator.complete_transaction(1, PID, EPOCH, 5, True) == \
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # An abort through the same path, and a reload that replays both markers.
+        h.hold_commits = False
+        assert await txn_commit(h, group, {T0: 20}, producer_id=PID + 1) == ok(T0)
+        assert await h.coordinator.complete_transaction(0, PID + 1, EPOCH, 5, False) == \
+            ErrorCode.NONE
+        assert h.committed(group) == {("t", 0): 10}
+        await h.coordinator.close()
+        h2 = Harness(tmp_path, partitions=2, owned=[0])
+        h2.logs = h.logs
+        await h2.start()
+        assert h2.committed(group) == {("t", 0): 10}
+        assert stable(h2, group, T0) == {T0: 10}
+        await h2.close()
+
+    run(scenario())

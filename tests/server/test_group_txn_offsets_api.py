@@ -88,12 +88,21 @@ def test_txn_offsets_are_visible_once_the_marker_commits(tmp_path, commit_versio
         unstable = (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
         assert await fetch_stable(node, fetch_version) == {0: unstable, 1: (ErrorCode.NONE, -1)}
 
-        # The transaction coordinator's marker, then its completion (WriteTxnMarkers).
-        marker = build_control_batch(PID, EPOCH, True, coordinator_epoch=0,
-                                     timestamp=coordinator.time_ms())
-        await node.replica_manager.append_and_wait(OFFSETS_TOPIC, partition, marker, 5000,
-                                                   origin=AppendOrigin.COORDINATOR)
-        assert coordinator.on_transaction_completed(partition, PID, True) == ErrorCode.NONE
+        if commit_version == 5:
+            # WriteTxnMarkers as Kafka 4.0 handles an offsets partition: the group
+            # coordinator writes the marker itself.
+            assert await coordinator.complete_transaction(partition, PID, EPOCH, 0, True) == \
+                ErrorCode.NONE
+        else:
+            # The marker appended by the transaction coordinator's handler, then the
+            # completion.
+            marker = build_control_batch(PID, EPOCH, True, coordinator_epoch=0,
+                                         timestamp=coordinator.time_ms())
+            await node.replica_manager.append_and_wait(OFFSETS_TOPIC, partition, marker, 5000,
+                                                       origin=AppendOrigin.COORDINATOR)
+            assert coordinator.on_transaction_completed(partition, PID, True) == ErrorCode.NONE
+        data = offsets_log.read_records(offsets_log.log_start_offset, 1 << 20)
+        assert [h.is_control for _, h in iter_batches(data)] == [False, True]
         assert await fetch_stable(node, fetch_version) == {0: (ErrorCode.NONE, 42),
                                                           1: (ErrorCode.NONE, -1)}
         error, offsets = coordinator.fetch_offsets(GROUP, None)

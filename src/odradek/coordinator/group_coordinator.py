@@ -882,6 +882,19 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
+    async def complete_transaction(self, offsets_partition: int, producer_id: int,
+                                   producer_epoch: int, coordinator_epoch: int,
+                                   commit: bool) -> ErrorCode:
+        """WriteTxnMarkers for offsets partition `offsets_partition`, as Kafka 4.0 does it:
+        the group coordinator appends the marker itself, in line with its own writes to the
+        partition, and once the marker is committed completes the producer's transactional
+        offsets there (as `on_transaction_completed`). Returns NONE or the marker's error
+        (NOT_LEADER_OR_FOLLOWER when this broker does not coordinate the partition)."""
+        if not self._active:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return await self.manager.write_marker(offsets_partition, producer_id, producer_epoch,
+                                               coordinator_epoch, commit)
+
     def on_transaction_completed(self, offsets_partition: int, producer_id: int,
                                  commit: bool) -> ErrorCode:
         """The transaction marker of `producer_id` is committed in offsets partition

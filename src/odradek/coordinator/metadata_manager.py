@@ -36,7 +36,7 @@ from odradek.coordinator.runtime import Appender, CoordinatorRuntime, append_err
 from odradek.protocol.errors import ErrorCode, KafkaError
 # java_string_hashcode and kafka_abs are part of this module's (and the package's) names.
 from odradek.protocol.java import java_string_hashcode, kafka_abs
-from odradek.protocol.records import Compression
+from odradek.protocol.records import Compression, build_control_batch
 
 log = logging.getLogger("odradek.coordinator.metadata")
 
@@ -85,6 +85,19 @@ def txn_append_error(error: ErrorCode) -> ErrorCode:
     if error in _PRODUCER_ERRORS:
         return error
     return append_error(error, for_offsets=True)
+
+
+_COORDINATOR_ERRORS = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+})
+
+
+def _marker_error(error: ErrorCode) -> ErrorCode:
+    """The error WriteTxnMarkers answers for a marker of an offsets partition: the append's
+    own, except that the transaction coordinator, which does not expect coordinator errors,
+    retries NOT_LEADER_OR_FOLLOWER instead (as Kafka 4.0's KafkaApis translates them)."""
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if error in _COORDINATOR_ERRORS else error
 
 
 def _settled(error: ErrorCode) -> asyncio.Future[ErrorCode]:
@@ -310,6 +323,30 @@ class GroupMetadataManager:
                            map_error=txn_append_error, producer_id=producer_id,
                            producer_epoch=producer_epoch)
 
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int, commit: bool) -> asyncio.Future[ErrorCode]:
+        """Writes the producer's transaction marker into offsets partition `partition` in line
+        with the coordinator's other writes there, and once it is committed completes the
+        producer's transactional offsets (Kafka 4.0's completeTransaction: the group
+        coordinator writes the markers of its own partitions). Resolves to NONE or the error:
+        the append's (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...) or, when
+        the partition is not coordinated here, NOT_LEADER_OR_FOLLOWER, which the transaction
+        coordinator retries (Kafka translates the coordinator errors so)."""
+        batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                    self.time_ms())
+        write = self.runtime.write_batch(
+            partition, batch, partial(self._complete_transaction, partition, producer_id,
+                                      commit), map_error=_marker_error)
+        outcome = _error_code(write)
+        translated: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def translate(done: asyncio.Future[ErrorCode]) -> None:
+            if not translated.done():
+                translated.set_result(_marker_error(done.result()))
+
+        outcome.add_done_callback(translate)
+        return translated
+
     def complete_transaction(self, partition: int, producer_id: int,
                              commit: bool) -> asyncio.Future[ErrorCode]:
         """The producer's transaction marker is committed in offsets partition `partition`:
@@ -318,21 +355,22 @@ class GroupMetadataManager:
         newer than the committed offset of their partition, as in Kafka - or are dropped.
         Resolves to NONE, or the ownership error when the partition is not (or no longer)
         coordinated here."""
-        def complete() -> None:
-            group_ids = self.txn_groups.get(producer_id, set())
-            for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
-                group = self.groups.get(group_id)
-                pending = group.pending_txn_offsets.pop(producer_id, None) if group else None
-                if commit and pending:
-                    assert group is not None
-                    for tp, offset in pending.items():
-                        current = group.offsets.get(tp)
-                        if current is None or current.record_offset < offset.record_offset:
-                            group.offsets[tp] = offset
-                if group is None or not group.has_open_transaction(producer_id):
-                    self._forget_txn_group(producer_id, group_id)
+        return _error_code(self.runtime.run_after_writes(
+            partition, partial(self._complete_transaction, partition, producer_id, commit)))
 
-        return _error_code(self.runtime.run_after_writes(partition, complete))
+    def _complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        group_ids = self.txn_groups.get(producer_id, set())
+        for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+            group = self.groups.get(group_id)
+            pending = group.pending_txn_offsets.pop(producer_id, None) if group else None
+            if commit and pending:
+                assert group is not None
+                for tp, offset in pending.items():
+                    current = group.offsets.get(tp)
+                    if current is None or current.record_offset < offset.record_offset:
+                        group.offsets[tp] = offset
+            if group is None or not group.has_open_transaction(producer_id):
+                self._forget_txn_group(producer_id, group_id)
 
     def _forget_txn_group(self, producer_id: int, group_id: str) -> None:
         group_ids = self.txn_groups.get(producer_id)

@@ -245,6 +245,21 @@ class CoordinatorRuntime:
 
         Exactly one of `apply` and `on_failure` runs, whether or not anyone awaits the
         future; cancelling a wait for it changes nothing."""
+        return self._write(partition, lambda: build_batch(
+            records, self.clock.time_ms(), self.compression, producer_id=producer_id,
+            producer_epoch=producer_epoch), apply, on_failure, map_error, with_offset)
+
+    def write_batch(self, partition: int, batch: bytes, apply: Callable[..., T], *,
+                    on_failure: Callable[[ErrorCode], Any] | None = None,
+                    map_error: Callable[[ErrorCode], ErrorCode] = append_error,
+                    with_offset: bool = False) -> asyncio.Future[T]:
+        """`write` of a batch built by the caller (a transaction marker's control batch)."""
+        return self._write(partition, lambda: batch, apply, on_failure, map_error, with_offset)
+
+    def _write(self, partition: int, make_batch: Callable[[], bytes], apply: Callable[..., T],
+               on_failure: Callable[[ErrorCode], Any] | None,
+               map_error: Callable[[ErrorCode], ErrorCode],
+               with_offset: bool) -> asyncio.Future[T]:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         # Failures reach the writer through on_failure or the future; a writer that does not
         # wait for the outcome must not make asyncio log "exception was never retrieved".
@@ -256,8 +271,7 @@ class CoordinatorRuntime:
             write.outcome = self.error_for(partition)
             self._finish(partition, write)
             return future
-        batch = build_batch(records, self.clock.time_ms(), self.compression,
-                            producer_id=producer_id, producer_epoch=producer_epoch)
+        batch = make_batch()
         self._writes[partition].append(write)
         # Tasks start in creation order, so the batches reach the log in the order of the
         # write calls.
