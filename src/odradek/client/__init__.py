@@ -74,6 +74,7 @@ from odradek.client.subscription import (
     OffsetStore,
 )
 from odradek.client.transactions import (
+    PreparedTransaction,
     TransactionAbortedError,
     TransactionState,
     TransactionStateError,
@@ -92,6 +93,7 @@ __all__ = [
     "COMMON_CONFIG",
     "CONSUMER_CONFIG",
     "PRODUCER_CONFIG",
+    "PreparedTransaction",
     "Admin",
     "AdminClient",
     "AlterConfigOp",

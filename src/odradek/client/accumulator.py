@@ -39,6 +39,7 @@ from odradek.protocol.records import (
     increment_sequence,
     write_crc,
 )
+from odradek.protocol.records.batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK
 
 __all__ = [
     "BufferFull",
@@ -58,6 +59,7 @@ Callback = Callable[["RecordMetadata | None", "KafkaError | None"], Any]
 
 # Where the producer fields sit in a v2 batch header (inside the CRC range).
 _PRODUCER_FIELDS = struct.Struct(">qhi")
+_ATTRIBUTES = struct.Struct(">h")
 _PRODUCER_FIELDS_OFFSET = 43
 _batch_order = itertools.count()
 # Kafka's fudge factor on the estimated compressed size of an open batch.
@@ -264,26 +266,42 @@ class ProducerBatch:
         return self.builder.size_estimate
 
     def close(self, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-              base_sequence: int | None = None) -> bytearray:
-        """Build the batch bytes (once); later calls restamp the producer fields."""
+              base_sequence: int | None = None, transactional: bool = False) -> bytearray:
+        """Build the batch bytes (once); later calls restamp the producer fields. A batch the
+        caller built (`append_record_batch`) is marked transactional here when it goes out in
+        a transaction."""
         if self.payload is None:
             builder = self.builder
             assert builder is not None
             builder.producer_id = producer_id
             builder.producer_epoch = producer_epoch
             builder.base_sequence = NO_SEQUENCE if base_sequence is None else base_sequence
+            builder.is_transactional = builder.is_transactional or transactional
             self.payload = bytearray(builder.build())
             self._record_count = builder.records_count
             self.builder = None
-        elif (producer_id, producer_epoch, base_sequence) != (
-                self.producer_id, self.producer_epoch, self.base_sequence):
+            return self._stamped(producer_id, producer_epoch, base_sequence)
+        restamp = (producer_id, producer_epoch, base_sequence) != (
+            self.producer_id, self.producer_epoch, self.base_sequence)
+        if restamp:
             _PRODUCER_FIELDS.pack_into(self.payload, _PRODUCER_FIELDS_OFFSET, producer_id,
                                        producer_epoch,
                                        NO_SEQUENCE if base_sequence is None else base_sequence)
+        (attributes,) = _ATTRIBUTES.unpack_from(self.payload, ATTRIBUTES_OFFSET)
+        if transactional and not attributes & TRANSACTIONAL_FLAG_MASK:
+            _ATTRIBUTES.pack_into(self.payload, ATTRIBUTES_OFFSET,
+                                  attributes | TRANSACTIONAL_FLAG_MASK)
+            restamp = True
+        if restamp:
             write_crc(self.payload, 0, len(self.payload))
+        return self._stamped(producer_id, producer_epoch, base_sequence)
+
+    def _stamped(self, producer_id: int, producer_epoch: int,
+                 base_sequence: int | None) -> bytearray:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
+        assert self.payload is not None
         return self.payload
 
     def complete(self, base_offset: int, log_append_time: int,

@@ -993,3 +993,4 @@ class Admin(SyncFacade[AdminClient]):
     list_transactions = blocking(AdminClient.list_transactions)
     list_transactions_by_broker = blocking(AdminClient.list_transactions_by_broker)
     abort_transaction = blocking(AdminClient.abort_transaction)
+    end_transaction = blocking(AdminClient.end_transaction)

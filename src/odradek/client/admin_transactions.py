@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.client.errors import error_from_code
 from odradek.client.retry import Deadline
+from odradek.client.transactions import MAX_END_TXN_VERSION, PreparedTransaction
 from odradek.client.types import Node, TopicPartition
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -297,6 +298,35 @@ class TransactionAdmin:
             return outcomes
 
         results = await self._run("abortTransaction", {tp: None}, attempt, timeout_ms, retry)
+        _finish(results, True)
+
+
+    async def end_transaction(self, prepared: PreparedTransaction, commit: bool, *,
+                              timeout_ms: float | None = None) -> None:
+        """Commit or abort a transaction its producer handed off (`prepare_transaction`):
+        EndTxn to the transactional id's coordinator with the producer's id and epoch.
+        Retried while the coordinator moves or is busy with an earlier transaction
+        (CONCURRENT_TRANSACTIONS); ending a transaction the coordinator already ended the same
+        way at that epoch succeeds (Kafka's EndTxn retry), so a caller may repeat it. Raises
+        PRODUCER_FENCED / INVALID_PRODUCER_EPOCH when a newer producer took the id over (which
+        aborts the prepared transaction), INVALID_TXN_STATE when it was ended otherwise."""
+        if not prepared.started:
+            return  # nothing was sent: the coordinator has no transaction to end
+        retry = _COORDINATOR_RETRY | {ErrorCode.CONCURRENT_TRANSACTIONS}
+        key = prepared.transactional_id
+
+        async def attempt(pending: dict, deadline: Deadline) -> dict:
+            node = await self._find_transaction_coordinator(key, deadline)
+            connection = await self.cluster.connect_to((node.host, node.port), deadline)
+            request = m.EndTxnRequest(transactional_id=key, producer_id=prepared.producer_id,
+                                      producer_epoch=prepared.producer_epoch, committed=commit)
+            version = min(connection.pick_version(m.EndTxnRequest.API_KEY), MAX_END_TXN_VERSION)
+            response = await connection.send(request, api_version=version,
+                                             timeout_ms=self.cluster.request_timeout(deadline))
+            error = error_from_code(response.error_code)
+            return {key: self._outcome(error, retry) if error else None}
+
+        results = await self._run("endTxn", {key: None}, attempt, timeout_ms, retry)
         _finish(results, True)
 
 

@@ -73,6 +73,7 @@ from odradek.client.subscription import OffsetAndMetadata
 from odradek.client.sync import SyncFacade, blocking
 from odradek.client.transactions import (
     MAX_TRANSACTIONAL_PRODUCE_VERSION,
+    PreparedTransaction,
     TransactionAbortedError,
     TransactionManager,
     TransactionState,
@@ -646,6 +647,18 @@ class AsyncProducer:
         await txn.abort(self.max_block_ms if timeout_ms is None else timeout_ms,
                         self._flush_all)
 
+    async def prepare_transaction(self, timeout_ms: float | None = None
+                                  ) -> PreparedTransaction:
+        """Send the open transaction's records and hand the transaction off without ending it
+        (KIP-939's prepare): the producer can then only be closed, and closing it leaves the
+        transaction open. Whoever gets the returned `PreparedTransaction` commits or aborts it
+        with `AdminClient.end_transaction`, before ``transaction.timeout.ms`` runs out (the
+        coordinator aborts it then). For a coordinator of many producers, such as the Spark
+        sink's driver."""
+        txn = self._transactions()
+        return await txn.prepare(self.max_block_ms if timeout_ms is None else timeout_ms,
+                                 self._flush_all)
+
     async def _flush_all(self) -> None:
         await self.flush()
 
@@ -870,13 +883,12 @@ class AsyncProducer:
                 self.metrics.uncompressed_bytes_total += uncompressed
             else:
                 uncompressed = 0  # retried, or built by the caller (append_record_batch)
-            if self._txn is not None and batch.builder is not None:
-                batch.builder.is_transactional = True
             if idempotence is not None:
                 sequence = batch.base_sequence
                 if sequence is None:
                     sequence = idempotence.take_sequence(batch.tp, batch.record_count)
-                payload = batch.close(idempotence.producer_id, idempotence.epoch, sequence)
+                payload = batch.close(idempotence.producer_id, idempotence.epoch, sequence,
+                                      transactional=self._txn is not None)
             else:
                 payload = batch.close()
             if first_send:
@@ -1199,6 +1211,7 @@ class Producer(SyncFacade[AsyncProducer]):
     send_offsets_to_transaction = blocking(AsyncProducer.send_offsets_to_transaction)
     commit_transaction = blocking(AsyncProducer.commit_transaction)
     abort_transaction = blocking(AsyncProducer.abort_transaction)
+    prepare_transaction = blocking(AsyncProducer.prepare_transaction)
 
     def begin_transaction(self) -> None:
         """See `AsyncProducer.begin_transaction`."""

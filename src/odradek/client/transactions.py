@@ -38,6 +38,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.client.cluster import Cluster
@@ -50,6 +51,7 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
+    "PreparedTransaction",
     "TransactionAbortedError",
     "TransactionManager",
     "TransactionState",
@@ -82,6 +84,8 @@ class TransactionState(enum.Enum):
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
+    #: the transaction was handed off (`prepare`): another process ends it
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
 
     def __str__(self) -> str:
         return self.value
@@ -99,6 +103,7 @@ _VALID_SOURCES: dict[TransactionState, frozenset[TransactionState]] = {
     S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION,
                                   S.ABORTABLE_ERROR}),
     S.FATAL_ERROR: frozenset(TransactionState),
+    S.PREPARED_TRANSACTION: frozenset({S.IN_TRANSACTION}),
 }
 
 #: produce errors after which the producer can only be closed (maybeTransitionToErrorState)
@@ -113,6 +118,19 @@ _REFIND = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILA
 _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
 _NEEDS_EPOCH_BUMP = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID,
                                ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+
+
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """An open transaction handed off by its producer (`AsyncProducer.prepare_transaction`):
+    whoever holds it ends it with `end_transaction` (commit or abort) from any process, as
+    KIP-939's two-phase commit lets a coordinator outside the producer do. `started` is False
+    when nothing was sent, so there is no transaction to end."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    started: bool
 
 
 class TransactionStateError(RuntimeError):
@@ -316,6 +334,26 @@ class TransactionManager:
             return self._complete(False, flush)
 
         await self._cached(S.ABORTING_TRANSACTION, "abortTransaction", begin, timeout_ms)
+
+    async def prepare(self, timeout_ms: float,
+                      flush: Callable[[], Awaitable[None]]) -> PreparedTransaction:
+        """Send everything of the open transaction and hand it off without ending it: the
+        producer is then only good for `close` (which leaves the transaction open), and the
+        returned `PreparedTransaction` is ended by `end_transaction` elsewhere."""
+        self._maybe_fail_with_error()
+        if self.state != S.IN_TRANSACTION:
+            raise TransactionStateError(f"Cannot prepare a transaction in state {self.state}")
+
+        async def send_all() -> None:
+            self._wake()
+            await flush()
+
+        await self._await(self._spawn(send_all()), "prepareTransaction", timeout_ms)
+        self._maybe_fail_with_error()  # a batch of the transaction failed: it can only abort
+        producer_id, epoch = self._producer_id_and_epoch()
+        self._transition(S.PREPARED_TRANSACTION)
+        return PreparedTransaction(self.transactional_id, producer_id, epoch,
+                                   self.transaction_started or bool(self.partitions))
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
                            group: ConsumerGroupMetadata, timeout_ms: float) -> None:

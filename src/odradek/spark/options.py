@@ -47,6 +47,9 @@ _UNSUPPORTED_SOURCE_PARAMS = {
     "interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
 }
 _UNSUPPORTED_SINK_PARAMS = {
+    "transactional.id": "Kafka option 'transactional.id' is not supported: with "
+                        "deliveryGuarantee=exactly-once the sink names its transactions itself "
+                        "(option transactionalIdPrefix).",
     "key.serializer": "Kafka option 'key.serializer' is not supported as keys are serialized "
                       "with ByteArraySerializer.",
     "value.serializer": "Kafka option 'value.serializer' is not supported as value are "
@@ -135,8 +138,11 @@ class SinkOptions:
     topic: str | None = None
     #: add the odradek.* headers naming the query and micro-batch to every record
     batch_marker: bool = True
-    #: "at-least-once" (exactly-once is named but needs transactions)
+    #: "at-least-once" or "exactly-once" (one transaction per task and micro-batch, ended by
+    #: the driver; see docs/spark.md)
     delivery_guarantee: str = "at-least-once"
+    #: exactly-once: transactional ids are <prefix>-<query id>-<batch id>-<task partition>
+    transactional_id_prefix: str = "odradek-spark"
 
 
 def lowercase_keys(options: Mapping[str, Any]) -> dict[str, str]:
@@ -318,4 +324,6 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
         topic=topic.strip() if topic is not None else None,
         batch_marker=_bool_option("batchMarker", options.get("batchmarker"), True),
         delivery_guarantee=guarantee,
+        transactional_id_prefix=options.get("transactionalidprefix", "odradek-spark").strip()
+        or "odradek-spark",
     )

@@ -48,7 +48,10 @@ if TYPE_CHECKING:
 from odradek.client.accumulator import ProduceResult
 from odradek.client.errors import KafkaError
 from odradek.client.partitioner import partition_for_key
+from odradek.client.admin import ADMIN_CONFIG, Admin
+from odradek.client.admin_transactions import TransactionDescription
 from odradek.client.producer import PRODUCER_CONFIG, Producer, _compression_level
+from odradek.client.transactions import PreparedTransaction
 from odradek.client.types import TopicPartition
 from odradek.protocol.records import Compression
 from odradek.spark.columnar import (
@@ -128,6 +131,11 @@ class PublishedTask(WriterCommitMessage):
     marker: BatchMarker
     records: int = 0
     offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    #: exactly-once: the task's open transaction, for the driver to end
+    prepared: PreparedTransaction | None = None
+    #: exactly-once: this task's transaction of this micro-batch was committed by an earlier
+    #: run (the micro-batch is a replay), so the task published nothing
+    committed_before: bool = False
 
 
 #: The sink's record batch size when ``kafka.batch.size`` is not set, instead of the Java
@@ -437,17 +445,102 @@ class AtLeastOnce:
                     batch_id, len(published), sum(m.records for m in published))
 
 
+#: the coordinator's states of a transaction that is (or is being) committed
+_COMMITTED_STATES = frozenset({"PrepareCommit", "CompleteCommit"})
+
+
+class ExactlyOnce:
+    """Each task writes its rows of a micro-batch in a transaction of its own, named by
+    (query id, batch id, task partition), and hands it to the driver open (prepared); the
+    driver commits every task's transaction once all succeeded, or aborts them.
+
+    A replay of the micro-batch (a driver crash after the commit and before Spark's commit log)
+    publishes nothing again: each task first asks the coordinator about its transactional id
+    and finds its transaction committed. A task whose earlier transaction was left open (a
+    crash before the commit) or aborted starts over: `init_transactions` on the same id fences
+    the earlier attempt and aborts what it wrote. Read_committed readers so see each row once,
+    provided a replayed micro-batch gives each task the same rows (Spark's replay of the same
+    source offsets through a deterministic plan does)."""
+
+    name: ClassVar[str] = "exactly-once"
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def transactional_id(self, marker: BatchMarker) -> str:
+        task_partition = (marker.task or "0").split(".", 1)[0]
+        batch = marker.batch_id if marker.batch_id is not None else "write"
+        return (f"{self.options.transactional_id_prefix}-{marker.query_id}-{batch}-"
+                f"{task_partition}")
+
+    def _admin(self) -> Admin:
+        return Admin(client_config(ADMIN_CONFIG, self.options.client, **{
+            "client.id": self.options.client.get("client.id", "odradek-spark-txn")}))
+
+    def publish_task(self, batches: Iterator[pa.RecordBatch], marker: BatchMarker
+                     ) -> PublishedTask:
+        """Executor: publish the task's rows in its transaction and prepare it (unless an
+        earlier run committed this task's transaction of the micro-batch)."""
+        published = PublishedTask(marker)
+        transactional_id = self.transactional_id(marker)
+        with self._admin() as admin:
+            described = admin.describe_transactions([transactional_id],
+                                                    raise_errors=False)[transactional_id]
+        if isinstance(described, TransactionDescription) and \
+                described.state in _COMMITTED_STATES:
+            log.info("odradek sink: %s was committed by an earlier run: publishing nothing",
+                     transactional_id)
+            published.committed_before = True
+            return published
+        config = client_config(PRODUCER_CONFIG, self.options.client, **{
+            "client.id": self.options.client.get("client.id", "odradek-spark-writer"),
+            "transactional.id": transactional_id})
+        with Producer(config) as producer:  # closing aborts unless prepared
+            producer.init_transactions()
+            producer.begin_transaction()
+            error = publish_rows(producer, self.options, batches, marker, published)
+            if error is not None:
+                raise error
+            published.prepared = producer.prepare_transaction()
+        return published
+
+    def commit(self, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
+        """Driver, all tasks succeeded: commit every task's transaction (ending one that is
+        already committed is a no-op, so a replayed commit is safe)."""
+        tasks = [m for m in messages if isinstance(m, PublishedTask)]
+        with self._admin() as admin:
+            for task in tasks:
+                if task.prepared is not None:
+                    admin.end_transaction(task.prepared, commit=True)
+        log.info("odradek sink: batch %s committed, %d records in %d transactions (%d tasks "
+                 "committed by an earlier run)", batch_id, sum(t.records for t in tasks),
+                 sum(t.prepared is not None and t.prepared.started for t in tasks),
+                 sum(t.committed_before for t in tasks))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
+        """Driver, a task failed: abort the transactions the others prepared (those left
+        open by a failed task are aborted when the batch is run again, or at their timeout)."""
+        prepared = [m.prepared for m in messages
+                    if isinstance(m, PublishedTask) and m.prepared is not None]
+        with self._admin() as admin:
+            for transaction in prepared:
+                try:
+                    admin.end_transaction(transaction, commit=False)
+                except KafkaError as error:
+                    log.warning("odradek sink: aborting %s failed: %s",
+                                transaction.transactional_id, error)
+        log.warning("odradek sink: batch %s aborted, %d prepared transactions aborted",
+                    batch_id, len(prepared))
+
+
 _PROTOCOLS: dict[str, Callable[[SinkOptions], CommitProtocol]] = {
     AtLeastOnce.name: AtLeastOnce,
+    ExactlyOnce.name: ExactlyOnce,
 }
 
 
 def commit_protocol(options: SinkOptions) -> CommitProtocol:
-    protocol = _PROTOCOLS.get(options.delivery_guarantee)
-    if protocol is None:
-        raise ValueError(f"deliveryGuarantee {options.delivery_guarantee} is not available: "
-                         "exactly-once needs Odradek transactions, which do not exist yet")
-    return protocol(options)
+    return _PROTOCOLS[options.delivery_guarantee](options)
 
 
 # ------------------------------------------------------------------------------ writers
