@@ -34,8 +34,8 @@ from odradek.storage import LogManager
 from odradek.storage.config import LogConfig
 from odradek.storage.log import FetchIsolation, Log, LogEnd, TimestampAndOffset
 from odradek.storage.segment import FetchData
-from odradek.storage.validator import AppendOrigin
 from odradek.storage.txn_index import AbortedTxn
+from odradek.storage.validator import AppendOrigin
 
 log = logging.getLogger("odradek.replica")
 

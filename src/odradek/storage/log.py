@@ -203,6 +203,7 @@ class Log:
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = 0
+        self.producer_state = ProducerStateManager(self.dir)  # loaded below, with the segments
         self.update_high_watermark(high_watermark if high_watermark is not None else 0)
         self.recovered_bytes_truncated = loaded.truncated_bytes
         self.last_flush_ms = self.clock()
@@ -210,7 +211,6 @@ class Log:
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
         self._closed = False
-        self.producer_state = ProducerStateManager(self.dir)
         # After a crash the txn indexes of the recovered segments are rewritten from a replay
         # that starts at or below the first of them (Kafka's recoverSegment).
         self._load_producer_state(rebuild_from=loaded.recovered_from)
@@ -262,9 +262,7 @@ class Log:
 
     def _set_high_watermark(self, offset: int) -> None:
         self._high_watermark = offset
-        producer_state = getattr(self, "producer_state", None)  # None while __init__ loads
-        if producer_state is not None:
-            producer_state.on_high_watermark_updated(offset)
+        self.producer_state.on_high_watermark_updated(offset)
 
     def isolation_limit(self, isolation: FetchIsolation) -> int:
         """The exclusive upper offset a read with `isolation` may return."""

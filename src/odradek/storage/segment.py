@@ -24,7 +24,6 @@ from odradek.protocol.records import (
     verify_crc,
 )
 from odradek.storage.epoch import LeaderEpochFileCache
-from odradek.storage.txn_index import TransactionIndex
 from odradek.storage.index import (
     NO_TIMESTAMP,
     CorruptIndexError,
@@ -32,6 +31,7 @@ from odradek.storage.index import (
     TimeIndex,
     TimestampOffset,
 )
+from odradek.storage.txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

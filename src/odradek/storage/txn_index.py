@@ -122,9 +122,8 @@ class TransactionIndex:
         if keep == 0:
             self.reset()
             return
-        with self._lock:
-            with open(self.path, "r+b") as handle:
-                handle.truncate(keep * ENTRY_SIZE)
+        with self._lock, open(self.path, "r+b") as handle:
+            handle.truncate(keep * ENTRY_SIZE)
         self._entries = entries[:keep]
 
     def reset(self) -> None:
