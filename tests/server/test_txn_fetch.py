@@ -157,3 +157,49 @@ def test_describe_producers(broker):
     assert all(p.last_timestamp > 0 for p in ours[0].active_producers)
     assert ours[7].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert topics["no-such-topic"][0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_librdkafka_read_committed_drops_aborted_records(broker):
+    """A real read_committed consumer (confluent-kafka) filters with the aborted transactions
+    the Fetch returns; read_uncommitted sees everything but the markers."""
+    import confluent_kafka
+
+    def values(producer_id: int, sequence: int, names: list[bytes]) -> bytes:
+        now = int(time.time() * 1000)
+        return build_batch([(now, None, name) for name in names], producer_id=producer_id,
+                           producer_epoch=0, base_sequence=sequence, is_transactional=True)
+
+    append(broker, values(A, 0, [b"a1", b"a2"]))
+    append(broker, values(B, 0, [b"b1"]))
+    append(broker, values(A, 2, [b"a3"]))
+    append(broker, marker(B, commit=False), AppendOrigin.COORDINATOR)
+    append(broker, values(B, 1, [b"b2"]))  # B's next transaction, committed
+    append(broker, marker(A, commit=True), AppendOrigin.COORDINATOR)
+    append(broker, marker(B, commit=True), AppendOrigin.COORDINATOR)
+    end = 8  # 5 data records, 3 markers
+
+    def consume(isolation: str) -> list[bytes]:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": f"{broker.host}:{broker.port}", "group.id": "txn-fetch",
+            "enable.auto.commit": False, "isolation.level": isolation,
+            "enable.partition.eof": True})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                message = consumer.poll(1.0)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF \
+                            and message.offset() >= end:
+                        return seen
+                    continue
+                seen.append(message.value())
+            raise AssertionError(f"{isolation}: did not reach offset {end}, saw {seen}")
+        finally:
+            consumer.close()
+
+    assert consume("read_committed") == [b"a1", b"a2", b"a3", b"b2"]
+    assert consume("read_uncommitted") == [b"a1", b"a2", b"b1", b"a3", b"b2"]
