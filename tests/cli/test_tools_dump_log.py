@@ -170,3 +170,39 @@ def test_offsets_decoder(tmp_path, capsys):
     assert value["version"] == "3"
     assert value["data"]["offset"] == 42 and value["data"]["commitTimestamp"] == 1_700_000_000_000
     assert records[1].endswith(" payload: <DELETE>")
+
+
+def test_transaction_markers_and_txn_index(tmp_path, capsys):
+    """Transactional batches, COMMIT/ABORT markers and the `.txnindex` of the aborted
+    transaction, in kafka-dump-log.sh's format."""
+    from odradek.protocol.records import build_batch, build_control_batch
+    from odradek.storage import Log
+    from odradek.storage.validator import AppendOrigin
+
+    now = 1_700_000_000_000
+    log = Log(tmp_path / "txn-0", clock=lambda: now)
+    for producer_id in (11, 12):
+        log.append_as_leader(build_batch([(now, None, b"a"), (now, None, b"b")],
+                                         producer_id=producer_id, producer_epoch=2,
+                                         base_sequence=0, is_transactional=True), 0)
+    log.append_as_leader(build_control_batch(11, 2, True, 5, now), 0,
+                         origin=AppendOrigin.COORDINATOR)
+    log.append_as_leader(build_control_batch(12, 2, False, 5, now), 0,
+                         origin=AppendOrigin.COORDINATOR)
+    log.close()
+    segment = tmp_path / "txn-0" / "00000000000000000000.log"
+    code, out, _ = run_tool(capsys, "--files", str(segment), "--print-data-log")
+    assert code == 0
+    batches = [match for match in map(BATCH_LINE.match, out.splitlines()) if match]
+    assert [(b["pid"], b["epoch"], b["txn"], b["control"]) for b in batches] == [
+        ("11", "2", "true", "false"), ("12", "2", "true", "false"),
+        ("11", "2", "true", "true"), ("12", "2", "true", "true")]
+    markers = [line for line in out.splitlines() if "endTxnMarker" in line]
+    assert [line.split("endTxnMarker: ")[1] for line in markers] == [
+        "COMMIT coordinatorEpoch: 5", "ABORT coordinatorEpoch: 5"]
+    index = tmp_path / "txn-0" / "00000000000000000000.txnindex"
+    code, out, _ = run_tool(capsys, "--files", str(index))
+    assert code == 0
+    assert out.splitlines() == [
+        f"Dumping {index}",
+        "version: 0 producerId: 12 firstOffset: 2 lastOffset: 5 lastStableOffset: 6"]

@@ -49,6 +49,7 @@ from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis
 from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
+from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
 from odradek.server.network import RequestContext
 from odradek.server.replica_manager import ReplicaManager
@@ -216,7 +217,7 @@ class HandlerNode:
                 int(config.get("max.incremental.fetch.session.cache.slots"))),
                 int(config.get("fetch.max.bytes"))),
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
-            raft=self.raft_apis))
+            raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager)))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

@@ -19,6 +19,10 @@ Kafka 3.8's format::
     OptionalLong.empty lastTimestamp: 1700000000000 firstSequence: 0 lastSequence: 1
     lastOffset: 1 offsetDelta: 1 timestamp: 1700000000000
 
+and the aborted transactions of ``.txnindex`` files::
+
+    version: 0 producerId: 7 firstOffset: 10 lastOffset: 14 lastStableOffset: 15
+
 ``--offsets-decoder`` and ``--cluster-metadata-decoder``
 print ``__consumer_offsets`` and ``__cluster_metadata`` records as JSON. KRaft snapshots
 (``<offset>-<epoch>.checkpoint``, the same record-batch format) are dumped like segments, after a
@@ -59,6 +63,8 @@ from odradek.protocol.records import (
     verify_crc,
 )
 from odradek.storage.producer_state import CorruptSnapshotError, read_snapshot_file
+from odradek.storage.segment import TXN_INDEX_SUFFIX
+from odradek.storage.txn_index import CorruptTxnIndexError, read_txn_index_file
 
 RECORD_INDENT = "|"
 _TIMESTAMP_TYPES = {TimestampType.CREATE_TIME: "CreateTime",
@@ -505,6 +511,19 @@ def dump_producer_snapshot(path: Path) -> None:
               f"timestamp: {entry.timestamp}")
 
 
+def dump_txn_index(path: Path) -> None:
+    """Kafka's dumpTxnIndex: one line per aborted transaction."""
+    try:
+        entries = read_txn_index_file(path)
+    except CorruptTxnIndexError as exc:
+        print(exc, file=sys.stderr)
+        return
+    for txn in entries:
+        print(f"version: {txn.version} producerId: {txn.producer_id} firstOffset: "
+              f"{txn.first_offset} lastOffset: {txn.last_offset} lastStableOffset: "
+              f"{txn.last_stable_offset}")
+
+
 def execute(options: ParsedOptions) -> int:
     PARSER.require(options, "files")
     try:
@@ -526,6 +545,8 @@ def execute(options: ParsedOptions) -> int:
                 dump_time_index(path, options, report)
             elif suffix == ".snapshot":
                 dump_producer_snapshot(path)
+            elif suffix == TXN_INDEX_SUFFIX:
+                dump_txn_index(path)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
         except FileNotFoundError:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from odradek.server.handlers.metadata import MetadataApis
     from odradek.server.handlers.produce import ProduceApis
     from odradek.server.handlers.producer_ids import ProducerIdApis
+    from odradek.server.handlers.producers import ProducerStateApis
     from odradek.server.handlers.raft import RaftApis
 
 #: handler(ctx, request) -> response (or an awaitable of it)
@@ -60,6 +61,7 @@ SERVED_VERSIONS: dict[int, int] = {
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
         57,  # UpdateFeatures (forwarded to the active controller)
         60, 75,  # DescribeCluster, DescribeTopicPartitions
+        61,  # DescribeProducers
         80, 81,  # AddRaftVoter, RemoveRaftVoter (forwarded to the active controller)
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
@@ -114,7 +116,8 @@ SERVED_BY_KIND: dict[str, dict[int, int]] = {
 
 def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
-                  raft: RaftApis) -> dict[int, Handler]:
+                  raft: RaftApis,
+                  producers: ProducerStateApis) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -141,6 +144,7 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         47: groups.offset_delete,
         55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
+        61: producers.describe_producers,
         75: metadata.describe_topic_partitions,
         80: raft.add_raft_voter,
         81: raft.remove_raft_voter,

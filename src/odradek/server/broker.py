@@ -65,6 +65,7 @@ from odradek.server.handlers.groups import GroupApis
 from odradek.server.handlers.metadata import MetadataApis, unsupported_api_versions_response
 from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
+from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
 from odradek.server.network import (
     ConnectionCloseRequest,
@@ -323,6 +324,9 @@ class Broker:
             retention_check_interval_ms=int(self.config.get("log.retention.check.interval.ms")),
             flush_checkpoint_interval_ms=int(
                 self.config.get("log.flush.offset.checkpoint.interval.ms")),
+            producer_id_expiration_ms=int(self.config.get("producer.id.expiration.ms")),
+            producer_id_expiration_check_interval_ms=int(
+                self.config.get("producer.id.expiration.check.interval.ms")),
             excluded_topics={METADATA_TOPIC},
             dir_failures=self.dir_failures,
         )
@@ -538,6 +542,7 @@ class Broker:
             admin=admin,
             producer_ids=ProducerIdApis(self.producer_ids),
             raft=raft,
+            producers=ProducerStateApis(replica_manager),
         )
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})

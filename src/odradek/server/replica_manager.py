@@ -34,6 +34,7 @@ from odradek.storage import LogManager
 from odradek.storage.config import LogConfig
 from odradek.storage.log import FetchIsolation, Log, LogEnd, TimestampAndOffset
 from odradek.storage.segment import FetchData
+from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import AppendOrigin
 
 log = logging.getLogger("odradek.replica")
@@ -89,6 +90,9 @@ class ReadResult:
     leader_epoch: int = -1
     diverging_epoch: tuple[int, int] | None = None
     preferred_read_replica: int = -1  # KIP-392: read from this replica instead
+    # read_committed only: the aborted transactions overlapping the records returned (None
+    # for other isolations, which Fetch answers with a null list).
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -793,6 +797,9 @@ class ReplicaManager:
                                               min_one_batch=min_one_batch)
         except KafkaError as exc:
             return ReadResult(exc.code, hw, lso, storage_log.log_start_offset)
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            # Kafka's addAbortedTransactions: only read_committed reads pay for the lookup.
+            result.aborted_transactions = storage_log.aborted_transactions_in(result.records)
         return result
 
     def fetch_position(self, topic: str, index: int, fetch_offset: int,

@@ -8,6 +8,10 @@
    scanned: structure, CRC and increasing offsets. The first bad or torn batch truncates the
    log there; later segments are deleted. A zero-filled (preallocated) tail is a bad batch.
 4. The log start offset, recovery point and leader-epoch cache are reconciled with the data.
+5. `recovered_from` tells the log where the first recovered segment starts: the log then replays
+   its producer state from a snapshot at or below it, which rewrites the `.txnindex` files of
+   the recovered segments (an aborted transaction's entry needs the producer state, which a
+   segment scan alone does not have).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class LoadedLog:
     log_start_offset: int
     recovery_point: int
     truncated_bytes: int
+    recovered_from: int | None = None  # base offset of the first recovered segment
 
 
 def _base_offset(path: Path) -> int | None:
@@ -62,6 +67,7 @@ class LogLoader:
         self.log_start_offset = log_start_offset
         self.had_clean_shutdown = had_clean_shutdown
         self.truncated_bytes = 0
+        self.recovered_from: int | None = None
 
     def _open_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         config = self.log.config
@@ -94,7 +100,8 @@ class LogLoader:
             epoch_cache.clear_and_flush()
         epoch_cache.truncate_from_end(next_offset)
         epoch_cache.truncate_from_start(log_start)
-        return LoadedLog(segments, next_offset, log_start, recovery_point, self.truncated_bytes)
+        return LoadedLog(segments, next_offset, log_start, recovery_point, self.truncated_bytes,
+                         self.recovered_from)
 
     # -- step 1 ----------------------------------------------------------------------------
     def _remove_temp_files_and_complete_swaps(self) -> None:
@@ -174,7 +181,12 @@ class LogLoader:
         segment.time_index.delete()
         truncated = segment.recover(None, min_offset)
         self.truncated_bytes += truncated
+        self._note_recovered(segment)
         return truncated
+
+    def _note_recovered(self, segment: LogSegment) -> None:
+        if self.recovered_from is None or segment.base_offset < self.recovered_from:
+            self.recovered_from = segment.base_offset
 
     # -- step 3 ----------------------------------------------------------------------------
     def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
@@ -197,6 +209,7 @@ class LogLoader:
             segment = segments[index]
             truncated = segment.recover(epoch_cache, expected)
             self.truncated_bytes += truncated
+            self._note_recovered(segment)
             kept.append(segment)
             if truncated > 0:
                 for later in segments[index + 1:]:

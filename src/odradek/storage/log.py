@@ -5,11 +5,20 @@ This is the one partition-log interface the layers above use (the replica manage
 coordinators, the metadata quorum, the tools): they never reach past it to segments or indexes.
 The log owns the offsets that describe it: log start offset, high watermark (moved only through
 `maybe_increment_high_watermark` by a leader, or `update_high_watermark` by a follower or at
-load), last stable offset, the leader-epoch cache, and the producer state of idempotent
-producers, loaded with the log (on the log manager's recovery threads, not an event loop).
-The producer state is snapshotted to `<offset>.snapshot` files (see `producer_state`) at every
-segment roll and at a clean close; a load, a truncation and retention keep those files
-consistent with the segments, so loading replays only the batch headers after a snapshot.
+load), last stable offset, the leader-epoch cache, and the producer state of idempotent and
+transactional producers, loaded with the log (on the log manager's recovery threads, not an
+event loop). The producer state is snapshotted to `<offset>.snapshot` files (see
+`producer_state`) at every segment roll and at a clean close; a load, a truncation and
+retention keep those files consistent with the segments, so loading replays only the batch
+headers after a snapshot.
+
+Transactions (Kafka's UnifiedLog): transactional batches open a producer's transaction, a
+COMMIT/ABORT marker (control batch) closes it; the last stable offset (LSO) is the first offset
+of the oldest transaction not yet decided and replicated, capped by the high watermark. An
+aborted transaction gets an entry in the `.txnindex` of the segment holding its marker
+(`txn_index`), which read_committed fetches consult (`collect_aborted_transactions`). Replaying
+batch headers into the producer state (at load, after a truncation) rewrites the txn index of
+the replayed range, so recovery after a crash rebuilds it.
 Reads say which isolation bounds them (`FetchIsolation`): the log end, the high watermark, or
 the last stable offset.
 
@@ -52,9 +61,15 @@ from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.dir_failure import LogDirFailureChannel
 from odradek.storage.epoch import LeaderEpochFileCache
 from odradek.storage.loader import LogLoader
-from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.producer_state import (
+    CompletedTxn,
+    ProducerStateManager,
+    ProducerView,
+    end_txn_marker_of,
+)
 from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
 from odradek.storage.segment import DELETED_SUFFIX, FetchData, LogSegment
+from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import (
     AppendOrigin,
     ValidatedRecords,
@@ -69,6 +84,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 NO_TIMESTAMP = -1
+
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
 _DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
@@ -186,6 +203,7 @@ class Log:
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = 0
+        self.producer_state = ProducerStateManager(self.dir)  # loaded below, with the segments
         self.update_high_watermark(high_watermark if high_watermark is not None else 0)
         self.recovered_bytes_truncated = loaded.truncated_bytes
         self.last_flush_ms = self.clock()
@@ -193,8 +211,9 @@ class Log:
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
         self._closed = False
-        self.producer_state = ProducerStateManager(self.dir)
-        self._load_producer_state()
+        # After a crash the txn indexes of the recovered segments are rewritten from a replay
+        # that starts at or below the first of them (Kafka's recoverSegment).
+        self._load_producer_state(rebuild_from=loaded.recovered_from)
         # Snapshots of earlier clean closes are not needed any more (Kafka's stray snapshots).
         self.producer_state.remove_stray_snapshots(self._view[1])
 
@@ -217,14 +236,19 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The offset below which every transaction is decided; without transactions (not
-        implemented yet) it is the high watermark."""
-        return self._high_watermark
+        """Kafka's: the first unstable offset (of the oldest ongoing transaction, or of an
+        ended one whose marker is not below the high watermark yet; at least the log start
+        offset) when it is below the high watermark, else the high watermark."""
+        high_watermark = self._high_watermark
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return high_watermark
+        return min(max(first_unstable, self._log_start_offset), high_watermark)
 
     def update_high_watermark(self, offset: int) -> int:
         """Sets the high watermark (a follower takes its leader's; a log loads its checkpoint),
         clamped to [log start offset, log end offset]. Returns the new value."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self._end.offset)
+        self._set_high_watermark(min(max(offset, self._log_start_offset), self._end.offset))
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -232,9 +256,13 @@ class Log:
         returns whether it moved."""
         new = min(offset, self._end.offset)
         if new > self._high_watermark:
-            self._high_watermark = new
+            self._set_high_watermark(new)
             return True
         return False
+
+    def _set_high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        self.producer_state.on_high_watermark_updated(offset)
 
     def isolation_limit(self, isolation: FetchIsolation) -> int:
         """The exclusive upper offset a read with `isolation` may return."""
@@ -298,18 +326,22 @@ class Log:
             self._check_open()
             if not validated.batches:
                 return self._empty_append_info()
-            idempotent = [header for _, header in validated.batches
+            idempotent = [(position, header) for position, header in validated.batches
                           if header.producer_id != NO_PRODUCER_ID]
             if idempotent and origin is AppendOrigin.CLIENT:
                 # Produce v3+ carries one batch; a retry of a batch already in the log is
                 # answered with the original's offsets and writes nothing.
-                duplicate = self.producer_state.find_duplicate(idempotent[0])
+                duplicate = self.producer_state.find_duplicate(idempotent[0][1])
                 if duplicate is not None:
                     info = self._empty_append_info()
                     info.first_offset, info.last_offset = (duplicate.first_offset,
                                                            duplicate.last_offset)
                     info.duplicate = True
                     return info
+            for position, header in idempotent:
+                marker = end_txn_marker_of(validated.records, position, header) \
+                    if header.is_control else None
+                self.producer_state.check_append(header, marker)
             patched = assign_offsets(validated, self._end.offset, leader_epoch, config, now)
             return self._append(patched, leader_epoch)
 
@@ -338,9 +370,13 @@ class Log:
             valid_bytes=validated.size, record_count=validated.record_count,
             batch_count=len(validated.batches), batches=[h for _, h in validated.batches])
         self._end = LogEnd(info.last_offset + 1, segment.base_offset, segment.size)
-        for header in info.batches:
+        for position, header in validated.batches:
             if header.producer_id != NO_PRODUCER_ID:
-                self.producer_state.update(header)
+                marker = end_txn_marker_of(validated.records, position, header) \
+                    if header.is_control else None
+                completed = self.producer_state.update(header, marker)
+                if completed is not None:
+                    self._index_completed(segment, completed)
         if leader_epoch is not None:
             self._maybe_assign_epoch(leader_epoch, info.first_offset)
         else:
@@ -352,6 +388,13 @@ class Log:
             else:
                 info.flush_needed = True
         return info
+
+    @staticmethod
+    def _index_completed(segment: LogSegment, txn: CompletedTxn) -> None:
+        """An aborted transaction goes into the txn index of the segment holding its marker."""
+        if txn.is_aborted:
+            segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset,
+                                                txn.last_offset, txn.last_stable_offset))
 
     def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
         latest = self.leader_epoch_cache.latest_epoch
@@ -412,7 +455,7 @@ class Log:
                     return old  # rolling an empty segment changes nothing
                 raise RuntimeError(f"segment {new_offset} already exists in {self.dir}")
             old.on_become_inactive()
-            for suffix in (".log", ".index", ".timeindex"):
+            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 # Kafka removes stale files of a previous incarnation at this offset.
                 (self.dir / f"{new_offset:020d}{suffix}").unlink(missing_ok=True)
             segment = self._new_segment(new_offset)
@@ -690,7 +733,7 @@ class Log:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
             self._recovery_point = max(self._recovery_point, offset)
-            self._high_watermark = max(self._high_watermark, offset)
+            self._set_high_watermark(max(self._high_watermark, offset))
 
     @_io_guarded
     def delete_records_before(self, offset: int) -> int:
@@ -762,28 +805,80 @@ class Log:
             self._dir_needs_flush = True
 
     # -- producer state --------------------------------------------------------------------
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuild_from: int | None = None) -> None:
         """Loads the newest usable snapshot at or below the log end offset (deleting those
-        above it) and replays the batch headers after it; without one, replays every batch.
-        Only headers are read, no records decoded."""
-        snapshot_offset = self.producer_state.reload(self._end.offset)
+        above it; at or below `rebuild_from` when given) and replays the batch headers after
+        it; without one, replays every batch. Only headers are read, and the one record of
+        each transaction marker. The high watermark then settles which ended transactions
+        are stable."""
+        snapshot_offset = self.producer_state.reload(self._end.offset, at_most=rebuild_from)
         self._replay_producer_state(snapshot_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def _replay_producer_state(self, from_offset: int | None) -> None:
-        """Records every batch with offsets at or after `from_offset` (all if None)."""
+        """Records every batch with offsets at or after `from_offset` (all if None), and
+        rewrites the txn index of that range from the markers met."""
         segments, bases = self._view
         first = 0 if from_offset is None else max(bisect.bisect_right(bases, from_offset) - 1, 0)
+        producer_state = self.producer_state
         for segment in segments[first:]:
             start = 0
+            segment.txn_index.truncate_to(max(from_offset or 0, segment.base_offset))
             if from_offset is not None and segment.base_offset < from_offset:
                 found = segment.translate_offset(from_offset)  # index lookup, a few headers
                 if found is None:
                     continue
                 start = found[0]
-            for _position, header in segment.iter_headers(start, segment.size):
-                if header.producer_id != NO_PRODUCER_ID and (
-                        from_offset is None or header.last_offset >= from_offset):
-                    self.producer_state.update(header)
+            for position, header in segment.iter_headers(start, segment.size):
+                if header.producer_id == NO_PRODUCER_ID or (
+                        from_offset is not None and header.last_offset < from_offset):
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = end_txn_marker_of(segment.read_batch(position, header), 0, header)
+                completed = producer_state.update(header, marker)
+                if completed is not None:
+                    self._index_completed(segment, completed)
+
+    # -- transactions ----------------------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether that producer's transaction in this partition is open at that epoch (the
+        produce path's check that a transactional write joins an open transaction)."""
+        return self.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def active_producers(self) -> list[ProducerView]:
+        return self.producer_state.active_producers()
+
+    def remove_expired_producers(self, now_ms: int | None = None,
+                                 expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> int:
+        """Forgets producers idle for `producer.id.expiration.ms`, except those with an open
+        transaction (the log manager's periodic producer-expiration check)."""
+        now = self.clock() if now_ms is None else now_ms
+        with self._lock:
+            return self.producer_state.remove_expired_producers(now, expiration_ms)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int
+                                     ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_offset): the txn index
+        entries whose marker is at or after `start_offset` and whose first offset is below
+        `upper_offset`, from the segment holding `start_offset` on until an entry's last
+        stable offset reaches `upper_offset` (Kafka's collectAbortedTransactions)."""
+        segments, bases = self._view
+        found: list[AbortedTxn] = []
+        for segment in segments[max(bisect.bisect_right(bases, start_offset) - 1, 0):]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_offset)
+            found += entries
+            if complete:
+                break
+        return found
+
+    def aborted_transactions_in(self, fetched: FetchData) -> list[AbortedTxn]:
+        """What a read_committed consumer needs with `fetched`: the aborted transactions
+        from the fetch offset to the last offset returned (from the region's last batch
+        header, no record read)."""
+        if fetched.length == 0 or fetched.last_offset < 0:
+            return []
+        return self.collect_aborted_transactions(fetched.fetch_offset, fetched.last_offset + 1)
 
     # -- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -829,6 +924,7 @@ class Log:
                 segment.log_path = new_dir / segment.log_path.name
                 segment.offset_index.path = new_dir / segment.offset_index.path.name
                 segment.time_index.path = new_dir / segment.time_index.path.name
+                segment.txn_index.path = new_dir / segment.txn_index.path.name
             self.leader_epoch_cache.move_checkpoint(new_dir / LEADER_EPOCH_CHECKPOINT)
             self.producer_state.move_to(new_dir)
             self._partition_metadata.path = new_dir / PARTITION_METADATA_FILE

@@ -5,7 +5,8 @@ Per log dir: `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 only after a clean close; removed once the logs are loaded) and a `.lock` file held with flock
 so two brokers cannot share a dir.
 
-Periodic work (retention, time-based flushes, checkpoints, delayed file deletion) runs from
+Periodic work (retention, time-based flushes, checkpoints, producer-id expiration, delayed
+file deletion) runs from
 `tick(now_ms)`, which the broker calls from a worker thread: it may fsync.
 """
 
@@ -91,6 +92,8 @@ class LogManager:
                  flush_checkpoint_interval_ms: int = 60_000,
                  flush_start_offset_checkpoint_interval_ms: int = 60_000,
                  high_watermark_checkpoint_interval_ms: int = 5_000,
+                 producer_id_expiration_ms: int = 86_400_000,
+                 producer_id_expiration_check_interval_ms: int = 600_000,
                  inline_flush: bool = True,
                  excluded_topics: Iterable[str] = (),
                  dir_failures: LogDirFailureChannel | None = None) -> None:
@@ -107,6 +110,9 @@ class LogManager:
         self.flush_checkpoint_interval_ms = flush_checkpoint_interval_ms
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        # Kafka's ProducerStateManagerConfig: broker-wide, not a topic config.
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self.inline_flush = inline_flush
         # Logs owned by someone else in the same dirs (the KRaft metadata log).
         self.excluded_topics = frozenset(excluded_topics)
@@ -122,6 +128,7 @@ class LogManager:
         self._last_recovery_checkpoint_ms = now
         self._last_start_offset_checkpoint_ms = now
         self._last_hw_checkpoint_ms = now
+        self._last_producer_expiration_ms = now
         self._closed = False
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
@@ -330,6 +337,19 @@ class LogManager:
                     logger.exception("flush failed for %s", log)
         return flushed
 
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forgets, in every log, the producers idle for producer.id.expiration.ms (never one
+        with an open transaction). Returns how many went."""
+        now = self.clock() if now_ms is None else now_ms
+        removed = 0
+        for log in self.all_logs():
+            try:
+                removed += log.remove_expired_producers(now, self.producer_id_expiration_ms)
+            except Exception:
+                logger.exception("producer expiration failed for %s", log)
+        self._last_producer_expiration_ms = now
+        return removed
+
     def tick(self, now_ms: int | None = None) -> None:
         """The broker's periodic entry point (call every ~second from a worker thread)."""
         now = self.clock() if now_ms is None else now_ms
@@ -346,6 +366,9 @@ class LogManager:
         if now - self._last_hw_checkpoint_ms >= self.high_watermark_checkpoint_interval_ms:
             self.checkpoint_high_watermarks()
             self._last_hw_checkpoint_ms = now
+        if now - self._last_producer_expiration_ms >= \
+                self.producer_id_expiration_check_interval_ms:
+            self.remove_expired_producers(now)
         self.deleter.run_due(now)
 
     # -- reporting -------------------------------------------------------------------------

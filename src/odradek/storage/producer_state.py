@@ -18,8 +18,16 @@ Kafka writes one entry per producer (its last batch) and restores only that batc
 to five batches per producer and write one entry per cached batch, oldest first: a Kafka reader
 keeps the last entry of a producer id (the newest batch), so the file stays readable by Kafka's
 tools, and we lose nothing (retries of any of the last five batches are still recognised after
-a restart). What the file cannot hold and we do not keep either: coordinator epoch and the open
-transaction's first offset (no transactions yet; written as -1).
+a restart). Every entry of a producer carries its coordinator epoch and the first offset of its
+ongoing transaction (-1 if none), so a load restores the ongoing transactions (and with them
+the last stable offset) without reading the log.
+
+Transactions (Kafka's ProducerAppendInfo): a transactional data batch starts the producer's
+transaction in this partition (its first offset) or continues it; a COMMIT/ABORT control batch
+(a marker, written by the transaction coordinator or replicated) ends it. An ended transaction
+stays "unreplicated" until the high watermark passes its marker: until then its first offset
+still bounds the last stable offset. `first_unstable_offset` is the smallest first offset of
+the ongoing and the unreplicated transactions.
 """
 
 from __future__ import annotations
@@ -35,8 +43,15 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from odradek.protocol.records import (
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchHeader,
+    EndTxnMarker,
+    decode_end_txn_marker,
+)
+from odradek.protocol.records.record import iter_records
 from odradek.storage.checkpoint import fsync_dir
 
 logger = logging.getLogger(__name__)
@@ -165,10 +180,48 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    current_txn_first_offset: int = NO_TXN_FIRST_OFFSET
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker at `last_offset` (Kafka's CompletedTxn);
+    `last_stable_offset` is the LSO right after the marker (what the txn index records)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerView:
+    """One active producer of a partition, as DescribeProducers and the tools show it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+def end_txn_marker_of(data: bytes | bytearray | memoryview, position: int,
+                      header: BatchHeader) -> EndTxnMarker | None:
+    """The COMMIT/ABORT marker in the control batch at `position` (its one record; the only
+    batches whose records the producer state reads). None for other control records."""
+    for record in iter_records(data, position, header):
+        try:
+            return decode_end_txn_marker(record)
+        except ProtocolError:  # not a transaction marker (or not decodable)
+            return None
+    return None
 
 
 def _next_seq(seq: int) -> int:
@@ -186,6 +239,12 @@ class ProducerStateManager:
     def __init__(self, directory: Path | None = None) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.directory = directory
+        # Ongoing transactions: first offset -> producer id, in offset order (a transaction
+        # starts at the log end, so insertion order is offset order; a load sorts).
+        self.ongoing: dict[int, int] = {}
+        # Ended transactions whose marker the high watermark has not passed: first offset ->.
+        self.unreplicated: dict[int, CompletedTxn] = {}
+        self._first_unstable: int | None = None
         self._snapshot_offsets: list[int] = []  # sorted; the snapshot files on disk
         if directory is not None and directory.is_dir():
             self._snapshot_offsets = sorted(
@@ -225,26 +284,145 @@ class ProducerStateManager:
                              "(current end sequence number)")
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Records a batch now in the log (its header carries the assigned offsets)."""
-        self.record(header, header.base_offset, header.last_offset)
-
-    def record(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Records a batch appended at [first_offset, last_offset]."""
-        if header.producer_id == NO_PRODUCER_ID:
-            return
+    def check_append(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
+        """Kafka's ProducerAppendInfo checks of a batch about to be appended by a client or a
+        coordinator (replicated batches are not checked): an older producer epoch is
+        INVALID_PRODUCER_EPOCH; a marker from an older coordinator epoch is
+        TRANSACTION_COORDINATOR_FENCED; a non-transactional batch while the producer's
+        transaction is open is INVALID_TXN_STATE. Raises before anything is written."""
         entry = self.producers.get(header.producer_id)
-        if entry is None or header.producer_epoch > entry.epoch:
-            entry = ProducerEntry(header.producer_epoch)
-            self.producers[header.producer_id] = entry
-        if header.is_control:
+        if entry is None:
             return
+        if header.producer_epoch < entry.epoch:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"Epoch of producer {header.producer_id} is "
+                             f"{header.producer_epoch}, which is smaller than the last seen "
+                             f"epoch {entry.epoch}")
+        if header.is_control:
+            if marker is not None and entry.coordinator_epoch > marker.coordinator_epoch:
+                raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                 f"Invalid coordinator epoch for producerId "
+                                 f"{header.producer_id}: {marker.coordinator_epoch} (zombie), "
+                                 f"{entry.coordinator_epoch} (current)")
+        elif entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"Expected transactional write from producer {header.producer_id}")
+
+    def update(self, header: BatchHeader, marker: EndTxnMarker | None = None
+               ) -> CompletedTxn | None:
+        """Records a batch now in the log (its header carries the assigned offsets); for a
+        COMMIT/ABORT control batch `marker` is its marker. Returns the transaction a marker
+        ended (None for a marker without data before it: it changes neither the LSO nor the
+        txn index, as in Kafka)."""
+        return self.record(header, header.base_offset, header.last_offset, marker)
+
+    def record(self, header: BatchHeader, first_offset: int, last_offset: int,
+               marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """Records a batch appended at [first_offset, last_offset]."""
+        producer_id = header.producer_id
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(header.producer_epoch)
+            self.producers[producer_id] = entry
+        elif header.producer_epoch > entry.epoch:
+            # A new epoch forgets the batches; an open transaction stays open (Kafka's
+            # maybeUpdateProducerEpoch): only a marker ends it.
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.is_control:
+            if marker is None:
+                return None
+            entry.coordinator_epoch = marker.coordinator_epoch
+            entry.last_timestamp = header.max_timestamp
+            txn_first = entry.current_txn_first_offset
+            if txn_first < 0:
+                return None
+            entry.current_txn_first_offset = NO_TXN_FIRST_OFFSET
+            return self._complete(CompletedTxn(producer_id, txn_first, first_offset,
+                                               not marker.commit,
+                                               self._stable_offset_after(producer_id,
+                                                                         first_offset)))
         entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                            first_offset, last_offset, header.max_timestamp))
         entry.last_timestamp = header.max_timestamp
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = producer_id
+            if self._first_unstable is None or first_offset < self._first_unstable:
+                self._first_unstable = first_offset
+        return None
+
+    def _stable_offset_after(self, producer_id: int, marker_offset: int) -> int:
+        """Kafka's lastStableOffset(completedTxn): the first offset of the oldest ongoing
+        transaction of another producer, else the offset after the marker."""
+        for first_offset, owner in self.ongoing.items():
+            if owner != producer_id:
+                return first_offset
+        return marker_offset + 1
+
+    def _complete(self, txn: CompletedTxn) -> CompletedTxn:
+        self.ongoing.pop(txn.first_offset, None)
+        self.unreplicated[txn.first_offset] = txn
+        return txn
+
+    def _recompute_first_unstable(self) -> None:
+        first = next(iter(self.ongoing), None)  # ongoing is in offset order
+        if self.unreplicated:
+            lowest = min(self.unreplicated)
+            first = lowest if first is None else min(first, lowest)
+        self._first_unstable = first
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an ongoing transaction, or of an ended one whose
+        marker the high watermark has not passed yet (None: every transaction is stable)."""
+        if self.unreplicated:
+            self._recompute_first_unstable()  # ended transactions are few: O(ongoing) at most
+        return self._first_unstable
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Ended transactions whose marker is below the high watermark are stable now."""
+        if not self.unreplicated:
+            return
+        done = [first for first, txn in self.unreplicated.items()
+                if txn.last_offset < high_watermark]
+        for first in done:
+            del self.unreplicated[first]
+        if done:
+            self._recompute_first_unstable()
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return (entry is not None and entry.epoch == producer_epoch
+                and entry.current_txn_first_offset >= 0)
+
+    def active_producers(self) -> list[ProducerView]:
+        return [ProducerView(producer_id, entry.epoch, entry.last_seq, entry.last_timestamp,
+                             entry.coordinator_epoch, entry.current_txn_first_offset)
+                for producer_id, entry in self.producers.items()]
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forgets producers idle for `producer.id.expiration.ms` (since their last batch's
+        timestamp), never one with an open transaction (Kafka's isProducerExpired). Returns
+        how many went."""
+        expired = [producer_id for producer_id, entry in self.producers.items()
+                   if entry.current_txn_first_offset < 0
+                   and now_ms - entry.last_timestamp >= expiration_ms]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+        self._first_unstable = None
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        self.producers.clear()
+        """From data batch headers alone (markers need their records: the Log replays those)."""
+        self.clear()
         for header in headers:
             self.update(header)
 
@@ -267,31 +445,44 @@ class ProducerStateManager:
         without batches, known only by its epoch, gets one entry with last offset -1)."""
         entries = []
         for producer_id, entry in self.producers.items():
+            txn = (entry.coordinator_epoch, entry.current_txn_first_offset)
             if not entry.batches:
                 entries.append(SnapshotEntry(producer_id, entry.epoch, NO_SEQUENCE, -1, 0,
-                                             entry.last_timestamp))
+                                             entry.last_timestamp, *txn))
             for batch in entry.batches:
                 entries.append(SnapshotEntry(
                     producer_id, entry.epoch, batch.last_seq, batch.last_offset,
-                    batch.last_offset - batch.first_offset, batch.timestamp))
+                    batch.last_offset - batch.first_offset, batch.timestamp, *txn))
         return entries
 
     def load_entries(self, entries: Iterable[SnapshotEntry]) -> None:
         """Replaces the state with a snapshot's entries (a later entry of a producer adds a
         batch; one with another epoch starts the producer over, as a new epoch does)."""
-        self.producers.clear()
+        self.clear()
         for item in entries:
             entry = self.producers.get(item.producer_id)
             if entry is None or entry.epoch != item.producer_epoch:
                 entry = ProducerEntry(item.producer_epoch)
                 self.producers[item.producer_id] = entry
             entry.last_timestamp = item.timestamp
+            entry.coordinator_epoch = item.coordinator_epoch
+            entry.current_txn_first_offset = (item.current_txn_first_offset
+                                              if item.current_txn_first_offset >= 0
+                                              else NO_TXN_FIRST_OFFSET)
             if item.has_batch:
                 first_seq = (NO_SEQUENCE if item.last_sequence == NO_SEQUENCE
                              else item.first_sequence)
                 entry.batches.append(BatchMetadata(
                     first_seq, item.last_sequence, item.last_offset - item.offset_delta,
                     item.last_offset, item.timestamp))
+        # The open transactions, so the last stable offset needs no replay (Kafka's
+        # loadProducerEntry).
+        for first_offset, producer_id in sorted(
+                (entry.current_txn_first_offset, producer_id)
+                for producer_id, entry in self.producers.items()
+                if entry.current_txn_first_offset >= 0):
+            self.ongoing[first_offset] = producer_id
+        self._recompute_first_unstable()
 
     def take_snapshot(self, offset: int, sync_dir: bool = False) -> bool:
         """Writes the state as `<offset>.snapshot` unless that file exists already (a snapshot
@@ -312,15 +503,19 @@ class ProducerStateManager:
         bisect.insort(self._snapshot_offsets, offset)
         return True
 
-    def reload(self, log_end_offset: int) -> int | None:
-        """Deletes snapshots above `log_end_offset`, then loads the newest readable one
-        (a corrupt one is deleted with a warning and the next older one tried). Returns its
-        offset, from which the owner replays batch headers; None when there is none (the state
-        is then empty and the owner replays everything)."""
-        self.producers.clear()
+    def reload(self, log_end_offset: int, at_most: int | None = None) -> int | None:
+        """Deletes snapshots above `log_end_offset`, then loads the newest readable one (at
+        or below `at_most` if given; a corrupt one is deleted with a warning and the next older
+        one tried). Returns its offset, from which the owner replays batch headers; None when
+        there is none (the state is then empty and the owner replays everything)."""
+        self.clear()
         self.delete_snapshots_above(log_end_offset)
-        while self._snapshot_offsets:
-            offset = self._snapshot_offsets[-1]
+        limit = log_end_offset if at_most is None else min(at_most, log_end_offset)
+        while True:
+            usable = bisect.bisect_right(self._snapshot_offsets, limit)
+            if not usable:
+                break
+            offset = self._snapshot_offsets[usable - 1]
             path = self.snapshot_path(offset)
             try:
                 entries = read_snapshot_file(path)
@@ -369,7 +564,7 @@ class ProducerStateManager:
 
     def truncate_fully(self) -> None:
         """The log restarts empty: no producer is known and every snapshot goes."""
-        self.producers.clear()
+        self.clear()
         for offset in list(self._snapshot_offsets):
             self._delete_snapshot(offset)
 

@@ -1,4 +1,5 @@
-"""One log segment: `<base>.log` plus its `.index` and `.timeindex` (Kafka's LogSegment).
+"""One log segment: `<base>.log` plus its `.index`, `.timeindex` and (once a transaction
+aborted in it) `.txnindex` (Kafka's LogSegment).
 
 The segment file is a plain concatenation of record batches exactly as they travel on the wire.
 Writes use `os.pwrite` at the segment's current size (works for preallocated files too), reads
@@ -30,6 +31,7 @@ from odradek.storage.index import (
     TimeIndex,
     TimestampOffset,
 )
+from odradek.storage.txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -130,6 +132,8 @@ class LogSegment:
                                         base_offset, max_index_size, writable=active)
         self.time_index = TimeIndex(directory / file_name(base_offset, TIME_INDEX_SUFFIX + suffix),
                                     base_offset, max_index_size, writable=active)
+        self.txn_index = TransactionIndex(directory / file_name(base_offset,
+                                                                TXN_INDEX_SUFFIX + suffix))
         self._file_lock = threading.Lock()
         self._file: BinaryIO | None = None
         exists = self.log_path.exists()
@@ -427,6 +431,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         cut = self._size - position
         os.ftruncate(self.file.fileno(), position)
         self._size = position
@@ -458,6 +463,7 @@ class LogSegment:
         os.fsync(self.file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self, active: bool = False) -> None:
         """Closes files; an active segment first writes its final time-index entry."""
@@ -473,6 +479,7 @@ class LogSegment:
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close()
         with self._file_lock:
             if self._file is not None:
                 self._file.close()
@@ -494,9 +501,11 @@ class LogSegment:
             self.log_path = new_log_path
         self.offset_index.rename(renamed(self.offset_index.path))
         self.time_index.rename(renamed(self.time_index.path))
+        self.txn_index.rename(renamed(self.txn_index.path))
 
     def delete(self) -> None:
         """Closes and removes all files of the segment."""
         self.close_handlers()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             path.unlink(missing_ok=True)

@@ -61,6 +61,11 @@ def _forgotten(version: int, req: m.FetchRequest) -> list[PartitionKey]:
             for t in req.forgotten_topics_data for p in t.partitions]
 
 
+def _aborted_transactions(result: ReadResult) -> list[FR.AbortedTransaction]:
+    return [FR.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+            for txn in result.aborted_transactions or ()]
+
+
 @dataclass(frozen=True, slots=True)
 class _Follower:
     """A fetch from a replica: the broker's id and epoch (Fetch v15+ ReplicaState)."""
@@ -221,7 +226,7 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
             high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
-            aborted_transactions=[] if read_committed else None,
+            aborted_transactions=_aborted_transactions(r) if read_committed else None,
             preferred_read_replica=r.preferred_read_replica,
             records=r.records if has_records else b"",
         )
