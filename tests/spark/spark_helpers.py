@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -52,6 +59,33 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30
                 assert message.error() is None, message.error()
                 records.append(message)
                 positions[message.partition()] = message.offset() + 1
+        return records
+    finally:
+        consumer.close()
+
+
+def consume_to_end(bootstrap: str, topic: str, partitions: int, isolation: str,
+                   timeout: float = 30) -> list[Message]:
+    """Every record of `topic` an `isolation` consumer reads up to the end of each partition
+    (librdkafka reports the end: the high watermark, or the last stable offset for
+    read_committed, past any transaction markers)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": isolation})
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        at_end: set[int] = set()
+        records: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read {len(records)} records of {topic} in time"
+            for message in consumer.consume(1000, 0.5):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    continue
+                assert error is None, error
+                records.append(message)
         return records
     finally:
         consumer.close()
