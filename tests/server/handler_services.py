@@ -179,6 +179,7 @@ class HandlerNode:
     async def stop(self) -> None:
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.close()
+            await self.txn_channel.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.close()
         if self.replica_manager is not None:
