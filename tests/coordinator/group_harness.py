@@ -110,17 +110,18 @@ class Harness:
     def time_ms(self) -> int:
         return self.clock.time_ms()
 
-    async def _append(self, partition: int, records: bytes) -> None:
+    async def _append(self, partition: int, records: bytes) -> int:
         if self.append_error is not None:
             raise KafkaError(self.append_error)
         log = self.logs[partition]
-        log.append_as_leader(records, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+        info = log.append_as_leader(records, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
         end = log.log_end_offset
         if self.hold_commits:
             released = asyncio.get_running_loop().create_future()
             self._held.append(released)
             await released
         log.maybe_increment_high_watermark(end)
+        return info.first_offset
 
     @property
     def held_commits(self) -> int:

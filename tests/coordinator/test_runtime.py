@@ -298,3 +298,27 @@ def test_close_fails_what_is_pending():
         assert runtime.owned == {} and runtime.pending_writes == 0
 
     run(scenario())
+
+
+def test_actions_run_behind_the_writes_in_flight_and_see_their_offsets():
+    async def scenario():
+        runtime, log = owning([0])
+        order: list[Any] = []
+        first = runtime.write(0, [(b"a", b"1")], order.append, with_offset=True,
+                              producer_id=12, producer_epoch=3)
+        await settle()
+        (_, header), = iter_batches(log.appended[0][1])
+        assert (header.producer_id, header.producer_epoch, header.base_sequence,
+                header.is_transactional) == (12, 3, 0, True)
+        action = runtime.run_after_writes(0, lambda: order.append("action") or "done")
+        await settle()
+        assert order == [] and not action.done()
+        log.commit(0)  # this appender does not know offsets: apply gets None
+        assert await action == "done"
+        assert first.done() and order == [None, "action"]
+        # Nothing in flight: at once. Not owned: the ownership error, and nothing runs.
+        assert runtime.run_after_writes(0, lambda: "now").result() == "now"
+        unowned = runtime.run_after_writes(1, lambda: order.append("never"))
+        assert error_of(unowned) == ErrorCode.NOT_COORDINATOR and order[-1] == "action"
+
+    run(scenario())

@@ -59,6 +59,7 @@ from odradek.server.transactions import (
     TransactionStateTopicCreator,
     TransactionVerifier,
     start_transaction_coordinator,
+    txn_offset_commit_verifier,
 )
 from odradek.storage import Log, LogManager
 from odradek.storage.config import LogConfig
@@ -226,10 +227,14 @@ class HandlerNode:
         self.transaction_apis = TransactionApis(transactions, cache, self.replica_manager,
                                                 self.group_coordinator,
                                                 int(config.get("request.timeout.ms")))
-        self.produce_apis = ProduceApis(
-            self.replica_manager,
-            TransactionVerifier(NODE_ID, cache, transactions, self.txn_channel),
-            lambda: bool(config.get("transaction.partition.verification.enable")))
+        verifier = TransactionVerifier(NODE_ID, cache, transactions, self.txn_channel)
+
+        def verification_enabled() -> bool:
+            return bool(config.get("transaction.partition.verification.enable"))
+
+        self.group_coordinator.transaction_verifier = txn_offset_commit_verifier(
+            verifier, verification_enabled)
+        self.produce_apis = ProduceApis(self.replica_manager, verifier, verification_enabled)
         self.raft_apis = RaftApis(self.quorum)
         self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis), FORWARDED)
         self.apis.bind(controller_handler_table(

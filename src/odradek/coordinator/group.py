@@ -59,6 +59,10 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1  # only set by OffsetCommit v2-v4 with a retention time
+    #: the offset of the batch that holds its record in __consumer_offsets (-1: not appended
+    #: yet). When a transaction's offsets are committed, the newer record of a partition wins
+    #: (Kafka compares the record offsets, as compaction keeps the newer one).
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(eq=False)
@@ -138,6 +142,14 @@ class Group:
     # their partitions out of expiration; removing a partition's offsets drops them, so a
     # commit that lands after its tombstone was decided is not applied.
     pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = field(
+        default_factory=dict)
+    # Transactional offsets (TxnOffsetCommit) per producer id, once written, until the
+    # producer's transaction marker commits or aborts them (Kafka's
+    # pendingTransactionalOffsetCommits); and those still being written. Never visible to
+    # OffsetFetch; they keep the group alive and their partitions out of expiration.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(
+        default_factory=dict)
+    txn_offsets_in_flight: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(
         default_factory=dict)
     new_member_added: bool = False
     join_timer: Any = None
@@ -299,8 +311,29 @@ class Group:
     # -- offsets
     @property
     def has_offsets(self) -> bool:
-        """Committed or pending offsets (an Empty group without any dies)."""
-        return bool(self.offsets or self.pending_offset_commits)
+        """Committed or pending offsets, transactional ones too (an Empty group without any
+        dies)."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offsets
+                    or self.txn_offsets_in_flight)
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds (or is writing) an offset of `tp` (Kafka's
+        hasPendingTransactionalOffsets)."""
+        return any(tp in offsets for by_producer in (self.pending_txn_offsets,
+                                                     self.txn_offsets_in_flight)
+                   for offsets in by_producer.values())
+
+    def has_open_transaction(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offsets or producer_id in self.txn_offsets_in_flight
+
+    def remove_pending_txn_offsets(self, tp: TopicPartition) -> None:
+        """A tombstone of `tp` removes the open transactions' offsets of it too (Kafka's
+        replay of an offset tombstone)."""
+        for by_producer in (self.pending_txn_offsets, self.txn_offsets_in_flight):
+            for producer_id, offsets in list(by_producer.items()):
+                offsets.pop(tp, None)
+                if not offsets:
+                    del by_producer[producer_id]
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Which offsets expire now (Kafka 2.1+, KIP-211): all of an Empty group once it has
@@ -327,7 +360,8 @@ class Group:
             return []
         expired = []
         for tp, entry in self.offsets.items():
-            if tp.topic in subscribed or tp in self.pending_offset_commits:
+            if tp.topic in subscribed or tp in self.pending_offset_commits \
+                    or self.has_pending_txn_offset(tp):
                 continue
             if entry.expire_timestamp >= 0:
                 if now_ms >= entry.expire_timestamp:

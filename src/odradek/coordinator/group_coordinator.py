@@ -9,7 +9,10 @@ rebalance delay of a new group, the wait for SyncGroups after a join phase, the 
 ids of MEMBER_ID_REQUIRED, and the periodic offset expiration. Writes go through the coordinator
 runtime, which applies them once committed: OffsetCommit answers (and its offsets become
 visible) after the commit, and the leader's assignment takes effect when the group's record is
-committed, if the group is still in that generation. Everything runs on the broker's event
+committed, if the group is still in that generation. Transactional offset commits
+(TxnOffsetCommit) stay pending under their producer id until the transaction coordinator's
+marker is committed in the group's offsets partition (`on_transaction_completed`), and are
+visible to OffsetFetch only if the transaction commits. Everything runs on the broker's event
 loop; there are no locks.
 """
 
@@ -17,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock, TimerHandle
@@ -139,6 +143,12 @@ class GroupOverview:
 
 LeavingMember = tuple[str, str | None]  # (member id or "", group instance id)
 
+#: verify(offsets partition, transactional id, producer id, producer epoch) -> NONE when the
+#: producer's ongoing transaction includes that partition (AddOffsetsToTxn added it), else the
+#: error (Kafka 4.0 asks the transaction coordinator before a TxnOffsetCommit's write,
+#: transaction.partition.verification.enable)
+TransactionVerifier = Callable[[int, str, int, int], Awaitable[ErrorCode]]
+
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager,
@@ -150,6 +160,8 @@ class GroupCoordinator:
         self._expiration_timer: TimerHandle | None = None
         #: background work (partition loads, periodic expirations), cancelled on close
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: set by the transaction coordinator's wiring; None: TxnOffsetCommit is not verified
+        self.transaction_verifier: TransactionVerifier | None = None
 
     def time_ms(self) -> int:
         return self.clock.time_ms()
@@ -772,65 +784,161 @@ class GroupCoordinator:
                              ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: answers once the offsets are committed (or failed to be); they are
         visible to OffsetFetch from then on."""
-        def all_failed(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return dict.fromkeys(offsets, error)
-
-        error = self._check(group_id, allow_empty_id=True)
-        if error != ErrorCode.NONE:
-            return all_failed(error)
-        group = self.manager.get_group(group_id)
+        group, error = self._group_for_commit(group_id, member_id, group_instance_id,
+                                              generation_id, transactional=False)
         if group is None:
-            if generation_id >= 0:
-                return all_failed(ErrorCode.ILLEGAL_GENERATION)
-            # A group that uses Kafka only to store offsets (assign mode, tools).
-            group = self.manager.add_group(Group(group_id, state_timestamp_ms=self.time_ms()))
-        error = self._check_offset_commit(group, member_id, group_instance_id, generation_id)
-        if error != ErrorCode.NONE:
-            return all_failed(error)
-        if group.state == GroupState.COMPLETING_REBALANCE:
-            # The member has its JoinGroup answer but not its assignment yet.
-            return all_failed(ErrorCode.REBALANCE_IN_PROGRESS)
+            return dict.fromkeys(offsets, error)
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # Commits stay allowed while preparing: eager consumers commit before rejoining.
             self._schedule_heartbeat(group, group.members[member_id])
+        return await self._store(offsets, partial(self.manager.store_offsets, group))
+
+    async def txn_offset_commit(self, group_id: str, transactional_id: str, producer_id: int,
+                                producer_epoch: int, member_id: str, generation_id: int,
+                                group_instance_id: str | None,
+                                offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: writes the offsets as part of the producer's transaction and
+        answers once they are written; they become visible to OffsetFetch only when the
+        transaction commits (`on_transaction_completed`). A group that does not exist is a
+        simple group (generation -1); member, instance and generation are checked when given
+        (v3+), the group's state is not (Kafka's validateOffsetCommit, transactional)."""
+        if producer_id < 0:
+            # No transaction can hold such a write (Kafka's verification answers this).
+            return dict.fromkeys(offsets, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if self.transaction_verifier is not None:
+            # Verified first, as Kafka's transactional write operation does; the group is
+            # checked after, as it is then.
+            error = self._check(group_id)
+            if error == ErrorCode.NONE:
+                error = await self.transaction_verifier(self.manager.partition_for(group_id),
+                                                        transactional_id, producer_id,
+                                                        producer_epoch)
+            if error == ErrorCode.NETWORK_EXCEPTION:
+                # Kafka 4.0: older clients retry this one without a coordinator lookup.
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
+        group, error = self._group_for_commit(group_id, member_id, group_instance_id,
+                                              generation_id, transactional=True)
+        if group is None:
+            return dict.fromkeys(offsets, error)
+        return await self._store(offsets, partial(self.manager.store_txn_offsets, group,
+                                                  producer_id, producer_epoch))
+
+    def _group_for_commit(self, group_id: str, member_id: str, group_instance_id: str | None,
+                          generation_id: int, *, transactional: bool,
+                          ) -> tuple[Group | None, ErrorCode]:
+        """The group an (Txn)OffsetCommit writes to (a simple group is created for a commit
+        without a generation), or None and the error for every partition."""
+        error = self._check(group_id, allow_empty_id=not transactional)
+        if error != ErrorCode.NONE:
+            return None, error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return None, ErrorCode.ILLEGAL_GENERATION
+            # A group that uses Kafka only to store offsets (assign mode, tools).
+            group = self.manager.add_group(Group(group_id, state_timestamp_ms=self.time_ms()))
+        error = self._check_offset_commit(group, member_id, group_instance_id, generation_id,
+                                          transactional)
+        if error != ErrorCode.NONE:
+            return None, error
+        return group, ErrorCode.NONE
+
+    async def _store(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                     store: Callable[[dict[TopicPartition, OffsetAndMetadata]],
+                                     Awaitable[ErrorCode]],
+                     ) -> dict[TopicPartition, ErrorCode]:
+        """Writes the offsets whose metadata fits offset.metadata.max.bytes in one batch; the
+        others answer OFFSET_METADATA_TOO_LARGE."""
         max_size = self.config.max_metadata_size
         valid = {tp: offset for tp, offset in offsets.items()
                  if len(offset.metadata.encode()) <= max_size}
-        results = all_failed(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+        results = dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE)
         if valid:
-            error = await self.manager.store_offsets(group, valid)
+            error = await store(valid)
             results.update(dict.fromkeys(valid, error))
         return results
 
     def _check_offset_commit(self, group: Group, member_id: str, group_instance_id: str | None,
-                             generation_id: int) -> ErrorCode:
-        """Kafka's validateOffsetCommit."""
+                             generation_id: int, transactional: bool = False) -> ErrorCode:
+        """Kafka's validateOffsetCommit (ClassicGroup): transactional commits skip the checks
+        of the group's state, as older TxnOffsetCommit versions carry no member."""
         if group.state == GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state == GroupState.EMPTY:
+            return ErrorCode.NONE  # a group used only to store offsets
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             error = self._check_member(group, member_id, group_instance_id)
             if error != ErrorCode.NONE:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-            return ErrorCode.NONE
-        if group.state != GroupState.EMPTY:
+        elif not transactional:
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit to a live group
+        if not transactional and group.state == GroupState.COMPLETING_REBALANCE:
+            # The member has its JoinGroup answer but not its assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    async def complete_transaction(self, offsets_partition: int, producer_id: int,
+                                   producer_epoch: int, coordinator_epoch: int,
+                                   commit: bool) -> ErrorCode:
+        """WriteTxnMarkers for offsets partition `offsets_partition`, as Kafka 4.0 does it:
+        the group coordinator appends the marker itself, in line with its own writes to the
+        partition, and once the marker is committed completes the producer's transactional
+        offsets there (as `on_transaction_completed`). Returns NONE or the marker's error
+        (NOT_LEADER_OR_FOLLOWER when this broker does not coordinate the partition)."""
+        if not self._active:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return await self.manager.write_marker(offsets_partition, producer_id, producer_epoch,
+                                               coordinator_epoch, commit)
+
+    def on_transaction_completed(self, offsets_partition: int, producer_id: int,
+                                 commit: bool) -> ErrorCode:
+        """The transaction marker of `producer_id` is committed in offsets partition
+        `offsets_partition` (the transaction coordinator's WriteTxnMarkers calls this): the
+        producer's pending transactional offsets in that partition's groups become committed
+        (commit) or are dropped (abort), behind the writes in flight there. Returns NONE, or
+        the error to answer the marker with when this broker does not coordinate the
+        partition (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: a load replays the marker
+        from the log), as Kafka's completeTransaction does."""
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self.manager.runtime.error_for(offsets_partition)
+        if error != ErrorCode.NONE:
+            return error
+        self.manager.complete_transaction(offsets_partition, producer_id, commit)
         return ErrorCode.NONE
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
                       require_stable: bool = False,
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """The committed offsets of `partitions` (None: all the group has); None for a
-        partition without one. `require_stable` needs nothing to wait for as long as there are
-        no transactional offset commits."""
+        partition without one. With `require_stable` (OffsetFetch v7+), None too for a
+        partition with offsets still being written or in an open transaction, which
+        `unstable_partitions` names (it answers UNSTABLE_OFFSET_COMMIT)."""
         error = self._check(group_id, allow_empty_id=True)
         if error != ErrorCode.NONE:
             return error, {}
         group = self.manager.get_group(group_id)
         offsets = group.offsets if group is not None and group.state != GroupState.DEAD else {}
         wanted = list(offsets) if partitions is None else list(partitions)
-        return ErrorCode.NONE, {tp: offsets.get(tp) for tp in wanted}
+        unstable = self.unstable_partitions(group_id, wanted) if require_stable else set()
+        return ErrorCode.NONE, {tp: None if tp in unstable else offsets.get(tp)
+                                for tp in wanted}
+
+    def unstable_partitions(self, group_id: str,
+                            partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Which of `partitions` have offsets of an open transaction, or a commit being written
+        (Kafka's hasPendingOffsetCommitsForTopicPartition): a fetch that requires stable
+        offsets answers UNSTABLE_OFFSET_COMMIT for them, and the client retries."""
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return set()
+        return {tp for tp in partitions
+                if tp in group.pending_offset_commits or group.has_pending_txn_offset(tp)}
 
     async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
@@ -871,7 +979,8 @@ class GroupCoordinator:
         for group in list(self.manager.groups.values()):
             if not self.manager.is_owned(group.group_id):
                 continue
-            gone = [tp for tp in [*group.offsets, *group.pending_offset_commits]
+            gone = [tp for tp in [*group.offsets, *group.pending_offset_commits,
+                                  *_txn_partitions(group)]
                     if tp.topic in topics]
             if gone:
                 removed += self.manager.cleanup_group(group, gone)[0]
@@ -963,8 +1072,15 @@ class GroupCoordinator:
             else:
                 group.transition_to(GroupState.DEAD, self.time_ms())
                 _, written = self.manager.cleanup_group(
-                    group, [*group.offsets, *group.pending_offset_commits])
+                    group, [*group.offsets, *group.pending_offset_commits,
+                            *_txn_partitions(group)])
                 writes.append(written)
                 results[group_id] = ErrorCode.NONE
         await asyncio.gather(*writes)
         return results
+
+
+def _txn_partitions(group: Group) -> list[TopicPartition]:
+    """The partitions with offsets in the group's open transactions."""
+    return [tp for by_producer in (group.pending_txn_offsets, group.txn_offsets_in_flight)
+            for offsets in by_producer.values() for tp in offsets]

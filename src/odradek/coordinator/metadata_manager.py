@@ -6,11 +6,17 @@ offsets partition it replays the partition (last value per key wins, tombstones 
 groups; when it stops leading it drops them. Every change of a group's metadata or offsets is
 one record batch written through the coordinator runtime (`runtime.py`): appended to its
 partition, and applied in memory only once committed.
+
+Transactional offset commits are written as transactional batches of the producer and kept
+pending per producer id in their group; the producer's transaction marker, once committed in
+the partition, completes them (`complete_transaction`): committed where their record is newer
+than the partition's committed offset, or dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -30,7 +36,7 @@ from odradek.coordinator.runtime import Appender, CoordinatorRuntime, append_err
 from odradek.protocol.errors import ErrorCode, KafkaError
 # java_string_hashcode and kafka_abs are part of this module's (and the package's) names.
 from odradek.protocol.java import java_string_hashcode, kafka_abs
-from odradek.protocol.records import Compression
+from odradek.protocol.records import Compression, build_control_batch
 
 log = logging.getLogger("odradek.coordinator.metadata")
 
@@ -64,6 +70,36 @@ def _error_code(write: asyncio.Future[Any]) -> asyncio.Future[ErrorCode]:
     return outcome
 
 
+#: errors of a transactional append the producer must see as they are (its epoch is stale,
+#: it was fenced, the transaction is not in a state to take the write), as Kafka 4.0's group
+#: coordinator passes them through
+_PRODUCER_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.TRANSACTION_ABORTABLE,
+})
+
+
+def txn_append_error(error: ErrorCode) -> ErrorCode:
+    """The error a TxnOffsetCommit answers for a failed append."""
+    if error in _PRODUCER_ERRORS:
+        return error
+    return append_error(error, for_offsets=True)
+
+
+_COORDINATOR_ERRORS = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+})
+
+
+def _marker_error(error: ErrorCode) -> ErrorCode:
+    """The error WriteTxnMarkers answers for a marker of an offsets partition: the append's
+    own, except that the transaction coordinator, which does not expect coordinator errors,
+    retries NOT_LEADER_OR_FOLLOWER instead (as Kafka 4.0's KafkaApis translates them)."""
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if error in _COORDINATOR_ERRORS else error
+
+
 def _settled(error: ErrorCode) -> asyncio.Future[ErrorCode]:
     done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
     done.set_result(error)
@@ -81,6 +117,9 @@ class GroupMetadataManager:
         self._num_partitions = num_partitions
         self.load_buffer_size = load_buffer_size
         self.groups: dict[str, Group] = {}
+        #: producer id -> the groups holding offsets of its open transaction (Kafka's
+        #: openTransactionsByGroup, the other way round: a marker names the producer)
+        self.txn_groups: dict[int, set[str]] = {}
 
     def time_ms(self) -> int:
         return self.clock.time_ms()
@@ -131,6 +170,8 @@ class GroupMetadataManager:
                 continue
             group = loaded.build_group(group_id, now)
             self.groups[group_id] = group
+            for producer_id in group.pending_txn_offsets:
+                self.txn_groups.setdefault(producer_id, set()).add(group_id)
             groups.append(group)
         return groups
 
@@ -174,6 +215,8 @@ class GroupMetadataManager:
         dropped = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in dropped:
             del self.groups[group.group_id]
+            for producer_id in {*group.pending_txn_offsets, *group.txn_offsets_in_flight}:
+                self._forget_txn_group(producer_id, group.group_id)
         self.runtime.unload(partition)
         return dropped
 
@@ -193,12 +236,12 @@ class GroupMetadataManager:
             del self.groups[group.group_id]
 
     # -- persistence
-    def _write(self, group_id: str, records: list[Record], apply: Callable[[], Any],
+    def _write(self, group_id: str, records: list[Record], apply: Callable[..., Any],
                on_failure: Callable[[ErrorCode], Any] | None = None, *,
-               for_offsets: bool = False) -> asyncio.Future[ErrorCode]:
+               for_offsets: bool = False, **options: Any) -> asyncio.Future[ErrorCode]:
+        options.setdefault("map_error", partial(append_error, for_offsets=for_offsets))
         write = self.runtime.write(self.partition_for(group_id), records, apply,
-                                   on_failure=on_failure,
-                                   map_error=partial(append_error, for_offsets=for_offsets))
+                                   on_failure=on_failure, **options)
         return _error_code(write)
 
     def store_group(self, group: Group, assignment: dict[str, bytes],
@@ -226,11 +269,11 @@ class GroupMetadataManager:
         pending = group.pending_offset_commits
         pending.update(offsets)
 
-        def committed() -> None:
+        def committed(record_offset: int | None) -> None:
             for tp, offset in offsets.items():
                 if tp not in pending:
                     continue  # removed (deleted, expired) while the commit was in flight
-                group.offsets[tp] = offset
+                group.offsets[tp] = _at(offset, record_offset)
                 if pending[tp] is offset:
                     del pending[tp]
 
@@ -240,7 +283,101 @@ class GroupMetadataManager:
                     del pending[tp]
 
         records = [offset_record(group.group_id, tp, offset) for tp, offset in offsets.items()]
-        return self._write(group.group_id, records, committed, failed, for_offsets=True)
+        return self._write(group.group_id, records, committed, failed, for_offsets=True,
+                           with_offset=True)
+
+    def store_txn_offsets(self, group: Group, producer_id: int, producer_epoch: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata],
+                          ) -> asyncio.Future[ErrorCode]:
+        """Persists `offsets` as part of the producer's transaction (one transactional batch);
+        once committed they are pending under the producer id, until `complete_transaction`.
+        Resolves to NONE or the error the producer sees."""
+        in_flight = group.txn_offsets_in_flight.setdefault(producer_id, {})
+        in_flight.update(offsets)
+        self.txn_groups.setdefault(producer_id, set()).add(group.group_id)
+
+        def settle(record_offset: int | None) -> None:
+            staged = group.txn_offsets_in_flight.get(producer_id, {})
+            for tp, offset in offsets.items():
+                if staged.get(tp) is not offset:
+                    continue  # removed (deleted, expired) or staged again meanwhile
+                del staged[tp]
+                if record_offset is not None:
+                    group.pending_txn_offsets.setdefault(producer_id, {})[tp] = _at(
+                        offset, record_offset)
+            if not staged:
+                group.txn_offsets_in_flight.pop(producer_id, None)
+            if not group.has_open_transaction(producer_id):
+                self._forget_txn_group(producer_id, group.group_id)
+
+        def appended(record_offset: int | None) -> None:
+            # The appender resolves to the batch's base offset; without it the commit could
+            # not be ordered against the partition's committed offsets: 0 puts it first.
+            settle(0 if record_offset is None else record_offset)
+
+        def failed(error: ErrorCode) -> None:
+            settle(None)
+
+        records = [offset_record(group.group_id, tp, offset) for tp, offset in offsets.items()]
+        return self._write(group.group_id, records, appended, failed, with_offset=True,
+                           map_error=txn_append_error, producer_id=producer_id,
+                           producer_epoch=producer_epoch)
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int, commit: bool) -> asyncio.Future[ErrorCode]:
+        """Writes the producer's transaction marker into offsets partition `partition` in line
+        with the coordinator's other writes there, and once it is committed completes the
+        producer's transactional offsets (Kafka 4.0's completeTransaction: the group
+        coordinator writes the markers of its own partitions). Resolves to NONE or the error:
+        the append's (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...) or, when
+        the partition is not coordinated here, NOT_LEADER_OR_FOLLOWER, which the transaction
+        coordinator retries (Kafka translates the coordinator errors so)."""
+        batch = build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                    self.time_ms())
+        write = self.runtime.write_batch(
+            partition, batch, partial(self._complete_transaction, partition, producer_id,
+                                      commit), map_error=_marker_error)
+        outcome = _error_code(write)
+        translated: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+        def translate(done: asyncio.Future[ErrorCode]) -> None:
+            if not translated.done():
+                translated.set_result(_marker_error(done.result()))
+
+        outcome.add_done_callback(translate)
+        return translated
+
+    def complete_transaction(self, partition: int, producer_id: int,
+                             commit: bool) -> asyncio.Future[ErrorCode]:
+        """The producer's transaction marker is committed in offsets partition `partition`:
+        once the writes in flight there are applied (those before the marker), the producer's
+        pending offsets in the partition's groups become committed - where their record is
+        newer than the committed offset of their partition, as in Kafka - or are dropped.
+        Resolves to NONE, or the ownership error when the partition is not (or no longer)
+        coordinated here."""
+        return _error_code(self.runtime.run_after_writes(
+            partition, partial(self._complete_transaction, partition, producer_id, commit)))
+
+    def _complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        group_ids = self.txn_groups.get(producer_id, set())
+        for group_id in [g for g in group_ids if self.partition_for(g) == partition]:
+            group = self.groups.get(group_id)
+            pending = group.pending_txn_offsets.pop(producer_id, None) if group else None
+            if commit and pending:
+                assert group is not None
+                for tp, offset in pending.items():
+                    current = group.offsets.get(tp)
+                    if current is None or current.record_offset < offset.record_offset:
+                        group.offsets[tp] = offset
+            if group is None or not group.has_open_transaction(producer_id):
+                self._forget_txn_group(producer_id, group_id)
+
+    def _forget_txn_group(self, producer_id: int, group_id: str) -> None:
+        group_ids = self.txn_groups.get(producer_id)
+        if group_ids is not None:
+            group_ids.discard(group_id)
+            if not group_ids:
+                del self.txn_groups[producer_id]
 
     def cleanup_group(self, group: Group, removed: Iterable[TopicPartition],
                       ) -> tuple[int, asyncio.Future[ErrorCode]]:
@@ -249,10 +386,17 @@ class GroupMetadataManager:
         offsets were removed, and the outcome of the tombstones' write (failures are logged:
         the in-memory removal stands, the records come back on reload and expire again)."""
         removed = [tp for tp in dict.fromkeys(removed)
-                   if tp in group.offsets or tp in group.pending_offset_commits]
+                   if tp in group.offsets or tp in group.pending_offset_commits
+                   or group.has_pending_txn_offset(tp)]
+        producers = {*group.pending_txn_offsets, *group.txn_offsets_in_flight}
         for tp in removed:
             group.offsets.pop(tp, None)
             group.pending_offset_commits.pop(tp, None)
+            # The tombstone removes the open transactions' offsets too (Kafka's replay).
+            group.remove_pending_txn_offsets(tp)
+        for producer_id in producers:
+            if not group.has_open_transaction(producer_id):
+                self._forget_txn_group(producer_id, group.group_id)
         records: list[Record] = [(offset_key(group.group_id, tp), None) for tp in removed]
         if group.state == GroupState.EMPTY and not group.has_offsets:
             group.transition_to(GroupState.DEAD, self.time_ms())
@@ -267,3 +411,9 @@ class GroupMetadataManager:
                         error.name)
 
         return len(removed), self._write(group.group_id, records, lambda: None, failed)
+
+
+def _at(offset: OffsetAndMetadata, record_offset: int | None) -> OffsetAndMetadata:
+    """`offset` as appended at `record_offset` (its batch's base offset)."""
+    return dataclasses.replace(offset, record_offset=-1 if record_offset is None
+                               else record_offset)

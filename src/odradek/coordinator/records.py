@@ -5,6 +5,13 @@ Keys and values are Kafka's (int16 version prefix, then the body): offsets as Of
 -> OffsetCommitValue v3 (v1 when the commit carries an expire timestamp), groups as
 GroupMetadataKey v2 -> GroupMetadataValue v3, the versions Kafka 3.8 writes. A null value is a
 tombstone. Replaying a partition keeps the last value per key, so the log can be compacted.
+
+Transactional offset commits (TxnOffsetCommit) are offset records in a transactional batch of
+the producer: replayed, they stay pending under that producer id until its COMMIT marker (a
+control batch) makes them committed - where they are newer records than the committed offset
+of their partition - or its ABORT marker drops them (Kafka's replay and
+replayEndTransactionMarker). Offsets of a transaction whose marker is not in the log yet stay
+pending after the load: the marker comes later.
 """
 
 from __future__ import annotations
@@ -24,7 +31,13 @@ from odradek.coordinator.group import (
 from odradek.coordinator.runtime import Record, build_batch  # noqa: F401
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError
-from odradek.protocol.records import iter_batches, iter_records
+from odradek.protocol.records import (
+    NO_PRODUCER_ID,
+    ControlRecordType,
+    decode_control_key,
+    iter_batches,
+    iter_records,
+)
 
 log = logging.getLogger("odradek.coordinator.records")
 
@@ -101,10 +114,15 @@ class LoadedPartition:
 
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, Any] = field(default_factory=dict)  # group id -> GroupMetadataValue
+    #: producer id -> group id -> the offsets of that producer's open transaction
+    pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(
+        default_factory=dict)
     records: int = 0
     skipped: int = 0
 
-    def apply(self, key_bytes: bytes | None, value_bytes: bytes | None) -> None:
+    def apply(self, key_bytes: bytes | None, value_bytes: bytes | None,
+              producer_id: int = NO_PRODUCER_ID, record_offset: int = -1) -> None:
+        """Replays one record; `producer_id` is its batch's if the batch is transactional."""
         self.records += 1
         if key_bytes is None:
             self.skipped += 1
@@ -113,15 +131,22 @@ class LoadedPartition:
             key, key_version = m.decode_consumer_offsets_key(key_bytes)
             if isinstance(key, m.OffsetCommitKey):
                 tp = TopicPartition(key.topic, key.partition)
-                offsets = self.offsets.setdefault(key.group, {})
                 if value_bytes is None:
-                    offsets.pop(tp, None)
+                    self.offsets.setdefault(key.group, {}).pop(tp, None)
+                    # A tombstone removes the open transactions' offsets of the partition too.
+                    for by_group in self.pending_txn_offsets.values():
+                        by_group.get(key.group, {}).pop(tp, None)
+                    return
+                value = _decode_value(value_bytes, key_version)
+                offset = OffsetAndMetadata(
+                    offset=value.offset, leader_epoch=value.leader_epoch,
+                    metadata=value.metadata, commit_timestamp=value.commit_timestamp,
+                    expire_timestamp=value.expire_timestamp, record_offset=record_offset)
+                if producer_id == NO_PRODUCER_ID:
+                    self.offsets.setdefault(key.group, {})[tp] = offset
                 else:
-                    value = _decode_value(value_bytes, key_version)
-                    offsets[tp] = OffsetAndMetadata(
-                        offset=value.offset, leader_epoch=value.leader_epoch,
-                        metadata=value.metadata, commit_timestamp=value.commit_timestamp,
-                        expire_timestamp=value.expire_timestamp)
+                    self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(
+                        key.group, {})[tp] = offset
             elif isinstance(key, m.GroupMetadataKey):
                 if value_bytes is None:
                     self.groups.pop(key.group, None)
@@ -141,14 +166,50 @@ class LoadedPartition:
         for position, header in iter_batches(data):
             next_offset = header.last_offset + 1
             if header.is_control:
-                continue  # transaction markers: no transactional offset commits yet
+                if header.is_transactional:
+                    self._apply_marker(data, position, header)
+                continue
+            producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
             for record in iter_records(data, position, header):
-                self.apply(record.key, record.value)
+                # Kafka compares the batches' record offsets; all records of one commit are
+                # in one batch, under its base offset.
+                self.apply(record.key, record.value, producer_id, header.base_offset)
         return next_offset
 
+    def _apply_marker(self, data: bytes | memoryview, position: int, header: Any) -> None:
+        for record in iter_records(data, position, header):
+            try:
+                marker = decode_control_key(record.key)
+            except DecodeError as exc:
+                log.warning("skipping an undecodable control record: %s", exc)
+                self.skipped += 1
+                return
+            if marker == ControlRecordType.COMMIT:
+                self.complete_transaction(header.producer_id, commit=True)
+            elif marker == ControlRecordType.ABORT:
+                self.complete_transaction(header.producer_id, commit=False)
+            return  # a control batch holds one record
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its offsets are committed (where their records
+        are newer than the committed ones) or dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending is None or not commit:
+            return
+        for group_id, offsets in pending.items():
+            committed = self.offsets.setdefault(group_id, {})
+            for tp, offset in offsets.items():
+                current = committed.get(tp)
+                if current is None or current.record_offset < offset.record_offset:
+                    committed[tp] = offset
+
     def group_ids(self) -> set[str]:
-        return set(self.groups) | {group_id for group_id, offsets in self.offsets.items()
-                                   if offsets}
+        """The groups the partition holds: with metadata, offsets or open transactions'
+        offsets (a transaction's commit creates a simple group, as Kafka's replay does)."""
+        return set(self.groups) \
+            | {group_id for group_id, offsets in self.offsets.items() if offsets} \
+            | {group_id for by_group in self.pending_txn_offsets.values()
+               for group_id, offsets in by_group.items() if offsets}
 
     def build_group(self, group_id: str, now_ms: int) -> Group:
         """The group as the log describes it: Stable with its members, or Empty."""
@@ -180,4 +241,7 @@ class LoadedPartition:
                 if member.group_instance_id is not None:
                     group.static_members[member.group_instance_id] = member.member_id
         group.offsets = dict(self.offsets.get(group_id, {}))
+        for producer_id, by_group in self.pending_txn_offsets.items():
+            if by_group.get(group_id):
+                group.pending_txn_offsets[producer_id] = dict(by_group[group_id])
         return group

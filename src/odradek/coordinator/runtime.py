@@ -16,6 +16,11 @@ topic, which it leads. The runtime is the part every such coordinator shares:
   order the commits are reported in. A failed append or commit runs `on_failure` instead, with
   the coordinator error a client should see (Kafka's mapping, `append_error`); so does a write
   whose partition was unloaded (or reloaded) before it committed, with NOT_COORDINATOR.
+  A write may belong to a producer's transaction (a transactional offset commit): its batch
+  carries the producer id and epoch and the transactional flag, as Kafka writes it, so the
+  log tracks the transaction that the transaction coordinator's markers close.
+* Ordered actions. `run_after_writes(partition, action)` runs an in-memory change behind the
+  writes in flight (a transaction marker's completion, which must see them applied first).
 
 Everything runs on the event loop; there are no locks.
 """
@@ -41,8 +46,16 @@ R = TypeVar("R")
 Record = tuple[bytes, bytes | None]  # (key, value); a None value is a tombstone
 
 #: append(partition, batch bytes) -> awaitable that resolves once the batch is committed (the
-#: high watermark passed its last offset); raises KafkaError if the append or the commit fails.
+#: high watermark passed its last offset), to the batch's base offset in the log (None if the
+#: appender does not know it); raises KafkaError if the append or the commit fails.
 Appender = Callable[[int, bytes], Awaitable[Any]]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+#: the base sequence of Kafka's transactional offset commit batches (GroupMetadataManager and
+#: the CoordinatorRuntime build them with sequence 0; coordinator appends are not sequence
+#: checked)
+TRANSACTIONAL_BASE_SEQUENCE = 0
 
 _NOT_AVAILABLE_ON_APPEND = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -68,9 +81,18 @@ def append_error(error: ErrorCode, *, for_offsets: bool = False) -> ErrorCode:
 
 
 def build_batch(records: Iterable[Record], now_ms: int,
-                compression: Compression = Compression.NONE) -> bytes:
-    """One record batch of `records`, all stamped `now_ms`."""
-    builder = RecordBatchBuilder(compression=compression)
+                compression: Compression = Compression.NONE, *,
+                producer_id: int = NO_PRODUCER_ID,
+                producer_epoch: int = NO_PRODUCER_EPOCH) -> bytes:
+    """One record batch of `records`, all stamped `now_ms`; with a producer id, a
+    transactional batch of that producer's current transaction."""
+    if producer_id == NO_PRODUCER_ID:
+        builder = RecordBatchBuilder(compression=compression)
+    else:
+        builder = RecordBatchBuilder(compression=compression, producer_id=producer_id,
+                                     producer_epoch=producer_epoch,
+                                     base_sequence=TRANSACTIONAL_BASE_SEQUENCE,
+                                     is_transactional=True)
     for key, value in records:
         builder.append(now_ms, key, value)
     return builder.build()
@@ -81,13 +103,16 @@ class _Write(Generic[T]):
     """A write between its append and its apply."""
 
     generation: int
-    apply: Callable[[], T]
+    apply: Callable[..., T]
     on_failure: Callable[[ErrorCode], Any] | None
     map_error: Callable[[ErrorCode], ErrorCode]
     future: asyncio.Future[T]
     #: None while the commit is pending; NONE once committed; else the coordinator error.
     outcome: ErrorCode | None = None
     finished: bool = field(default=False)
+    #: apply takes the batch's base offset (what the appender resolved to)
+    with_offset: bool = False
+    base_offset: int | None = None
 
 
 class CoordinatorRuntime:
@@ -203,29 +228,50 @@ class CoordinatorRuntime:
 
     # ------------------------------------------------------------------------------ writes
 
-    def write(self, partition: int, records: Iterable[Record], apply: Callable[[], T], *,
+    def write(self, partition: int, records: Iterable[Record], apply: Callable[..., T], *,
               on_failure: Callable[[ErrorCode], Any] | None = None,
               map_error: Callable[[ErrorCode], ErrorCode] = append_error,
-              ) -> asyncio.Future[T]:
+              producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+              with_offset: bool = False) -> asyncio.Future[T]:
         """Appends `records` as one batch to `partition`; once committed, runs `apply()` (if the
         partition is still owned in the same generation) and resolves to its result. On
         failure, runs `on_failure(error)` and the future raises KafkaError(error), where error
         is the coordinator error: `map_error(append error)`, NOT_COORDINATOR when the
         partition changed hands, or the ownership error when it is not owned now.
 
+        With a `producer_id`, the batch is a transactional batch of that producer (at
+        `producer_epoch`). With `with_offset`, `apply(base offset)` gets the batch's base
+        offset in the log (None when the appender does not say).
+
         Exactly one of `apply` and `on_failure` runs, whether or not anyone awaits the
         future; cancelling a wait for it changes nothing."""
+        return self._write(partition, lambda: build_batch(
+            records, self.clock.time_ms(), self.compression, producer_id=producer_id,
+            producer_epoch=producer_epoch), apply, on_failure, map_error, with_offset)
+
+    def write_batch(self, partition: int, batch: bytes, apply: Callable[..., T], *,
+                    on_failure: Callable[[ErrorCode], Any] | None = None,
+                    map_error: Callable[[ErrorCode], ErrorCode] = append_error,
+                    with_offset: bool = False) -> asyncio.Future[T]:
+        """`write` of a batch built by the caller (a transaction marker's control batch)."""
+        return self._write(partition, lambda: batch, apply, on_failure, map_error, with_offset)
+
+    def _write(self, partition: int, make_batch: Callable[[], bytes], apply: Callable[..., T],
+               on_failure: Callable[[ErrorCode], Any] | None,
+               map_error: Callable[[ErrorCode], ErrorCode],
+               with_offset: bool) -> asyncio.Future[T]:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         # Failures reach the writer through on_failure or the future; a writer that does not
         # wait for the outcome must not make asyncio log "exception was never retrieved".
         future.add_done_callback(_retrieve)
         generation = self.owned.get(partition)
-        write = _Write(generation or 0, apply, on_failure, map_error, future)
+        write = _Write(generation or 0, apply, on_failure, map_error, future,
+                       with_offset=with_offset)
         if generation is None:
             write.outcome = self.error_for(partition)
             self._finish(partition, write)
             return future
-        batch = build_batch(records, self.clock.time_ms(), self.compression)
+        batch = make_batch()
         self._writes[partition].append(write)
         # Tasks start in creation order, so the batches reach the log in the order of the
         # write calls.
@@ -249,11 +295,34 @@ class CoordinatorRuntime:
                 write.outcome = ErrorCode.UNKNOWN_SERVER_ERROR
         else:
             write.outcome = ErrorCode.NONE
-        # Applies run in append order: this write, and those behind it that are done, run
-        # once every earlier write of the partition is done.
+            base_offset = append.result()
+            write.base_offset = base_offset if isinstance(base_offset, int) else None
+        self._drain(partition)
+
+    def _drain(self, partition: int) -> None:
+        # Applies run in append order: a write, and those behind it that are done, run once
+        # every earlier write of the partition is done.
         writes = self._writes.get(partition)
         while writes and writes[0].outcome is not None:
             self._finish(partition, writes.popleft())
+
+    def run_after_writes(self, partition: int, action: Callable[[], T]) -> asyncio.Future[T]:
+        """Runs `action()` once every write to `partition` issued before this call is applied
+        or failed (at once when there is none), if the partition is still owned in the same
+        generation; resolves to its result. Fails with the ownership error (as `write` does)
+        when the partition is not owned, or stops being owned first."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)
+        generation = self.owned.get(partition)
+        action_in_line = _Write(generation or 0, action, None, append_error, future)
+        if generation is None:
+            action_in_line.outcome = self.error_for(partition)
+            self._finish(partition, action_in_line)
+            return future
+        action_in_line.outcome = ErrorCode.NONE
+        self._writes[partition].append(action_in_line)
+        self._drain(partition)
+        return future
 
     def _finish(self, partition: int, write: _Write[Any]) -> None:
         write.finished = True
@@ -263,7 +332,7 @@ class CoordinatorRuntime:
         future = write.future
         if outcome == ErrorCode.NONE:
             try:
-                result = write.apply()
+                result = write.apply(write.base_offset) if write.with_offset else write.apply()
             except Exception as exc:
                 log.exception("applying a committed write to partition %d failed", partition)
                 if not future.done():

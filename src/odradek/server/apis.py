@@ -53,6 +53,7 @@ SERVED_VERSIONS: dict[int, int] = {
     **_from_spec_minimum({
         0, 1, 2, 3,  # Produce, Fetch, ListOffsets, Metadata
         8, 9, 10, 11, 12, 13, 14, 15, 16,  # offsets and classic groups
+        28,  # TxnOffsetCommit
         17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
         19, 20, 21, 22, 23, 32, 33, 35, 37, 42, 44, 47,
         24, 25, 26, 27,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers
@@ -146,6 +147,7 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         25: transactions.add_offsets_to_txn,
         26: transactions.end_txn,
         27: transactions.write_txn_markers,
+        28: groups.txn_offset_commit,
         36: sasl.sasl_authenticate,
         42: groups.delete_groups,
         47: groups.offset_delete,

@@ -89,6 +89,7 @@ from odradek.server.transactions import (
     TransactionStateTopicCreator,
     TransactionVerifier,
     start_transaction_coordinator,
+    txn_offset_commit_verifier,
 )
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
@@ -555,10 +556,15 @@ class Broker:
         transactions = self.transaction_coordinator
         assert transactions is not None and self.txn_channel is not None
         verifier = TransactionVerifier(self.node_id, cache, transactions, self.txn_channel)
+
+        def verification_enabled() -> bool:
+            return bool(self.config.get("transaction.partition.verification.enable"))
+
+        self.group_coordinator.transaction_verifier = txn_offset_commit_verifier(  # type: ignore[union-attr]
+            verifier, verification_enabled)
         handlers = handler_table(
             metadata=metadata,
-            produce=ProduceApis(replica_manager, verifier, lambda: bool(
-                self.config.get("transaction.partition.verification.enable"))),
+            produce=ProduceApis(replica_manager, verifier, verification_enabled),
             fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
                              cache, OffsetsTopicCreator(self.config, cache, create_topics),

@@ -79,11 +79,12 @@ def start_group_coordinator(config: Any, cache: MetadataCache,
 
     commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
 
-    async def append(partition: int, records: bytes) -> None:
+    async def append(partition: int, records: bytes) -> int:
         # Resolves once the high watermark passes the batch (raises KafkaError otherwise):
-        # the coordinator applies what it wrote only then.
-        await replica_manager.append_and_wait(OFFSETS_TOPIC, partition, records,
-                                              commit_timeout_ms)
+        # the coordinator applies what it wrote only then, knowing where it is in the log.
+        result = await replica_manager.append_and_wait(OFFSETS_TOPIC, partition, records,
+                                                       commit_timeout_ms)
+        return result.first_offset
 
     manager = GroupMetadataManager(
         append, num_partitions=num_partitions,

@@ -8,11 +8,13 @@
   inter-broker listener; a partition whose leader is unknown or unreachable is retried by the
   coordinator, one whose topic is gone counts as written.
 * `append_markers`: the leader side of WriteTxnMarkers, shared by the handler and the
-  in-process path: control batches appended with origin COORDINATOR, committed (acks=all),
-  then the group coordinator told of completed transactional offset commits.
+  in-process path: control batches appended with origin COORDINATOR and committed (acks=all);
+  those of `__consumer_offsets` partitions written by the group coordinator
+  (`complete_transaction`), which then completes the transactional offset commits.
 * `TransactionVerifier`: KIP-890 part 1 for Produce: asks the coordinator of a transactional id
   (in-process, or AddPartitionsToTxn v4 verify_only to its broker) whether partitions are in
-  the producer's ongoing transaction.
+  the producer's ongoing transaction; the group coordinator asks it too before a
+  TxnOffsetCommit's write (`txn_offset_commit_verifier`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from typing import Any
 
 from odradek.controller.controller import OpResult, TopicSpec
 from odradek.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.group_coordinator import (
+    TransactionVerifier as GroupTransactionVerifier,
+)
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.coordinator.transaction_coordinator import (
     MarkerRequest,
@@ -124,10 +129,13 @@ async def append_markers(replica_manager: ReplicaManager,
                          group_coordinator: GroupCoordinator | None,
                          marker: MarkerRequest | Any, partitions: Iterable[TopicPartition],
                          timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
-    """Writes one producer's marker to each of `partitions` led here (Kafka's
-    handleWriteTxnMarkersRequest for one marker): each partition's error once committed."""
+    """Writes one producer's marker to each of `partitions` led here (Kafka 4.0's
+    handleWriteTxnMarkersRequest for one marker): each partition's error once committed.
+    Markers of `__consumer_offsets` partitions go through the group coordinator, which appends
+    them in line with its own writes and then completes the transactional offsets."""
     results: dict[TopicPartition, ErrorCode] = {}
     waiting: list[tuple[TopicPartition, PendingAppend]] = []
+    offsets_partitions: list[TopicPartition] = []
     commit = bool(getattr(marker, "commit", getattr(marker, "transaction_result", False)))
     batch = build_control_batch(marker.producer_id, marker.producer_epoch, commit,
                                 marker.coordinator_epoch, replica_manager.clock.time_ms())
@@ -135,6 +143,9 @@ async def append_markers(replica_manager: ReplicaManager,
         partition, _error = replica_manager.get_partition(tp.topic, tp.partition)
         if partition is None:
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if tp.topic == OFFSETS_TOPIC and group_coordinator is not None:
+            offsets_partitions.append(tp)
             continue
         try:
             pending = replica_manager.append(tp.topic, tp.partition, batch, ACKS_ALL,
@@ -147,23 +158,43 @@ async def append_markers(replica_manager: ReplicaManager,
             results[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
             continue
         waiting.append((tp, pending))
-    if waiting:
-        await replica_manager.wait_for_commit([p for _tp, p in waiting], timeout_ms)
-    for tp, pending in waiting:
-        results[tp] = pending.outcome()
-    completed = [tp.partition for tp, error in results.items()
-                 if tp.topic == OFFSETS_TOPIC and error == ErrorCode.NONE]
-    if completed and group_coordinator is not None:
-        # Transactional offset commits of this producer become visible (or are dropped) once
-        # the marker on their offsets partition is committed.
-        for offsets_partition in completed:
-            try:
-                group_coordinator.on_transaction_completed(offsets_partition,
-                                                           marker.producer_id, commit)
-            except Exception:
-                log.exception("completing the transactional offsets of producer %d in %s-%d "
-                              "failed", marker.producer_id, OFFSETS_TOPIC, offsets_partition)
+
+    async def complete_offsets(tp: TopicPartition) -> None:
+        assert group_coordinator is not None
+        try:
+            results[tp] = await group_coordinator.complete_transaction(
+                tp.partition, marker.producer_id, marker.producer_epoch,
+                marker.coordinator_epoch, commit)
+        except Exception:
+            log.exception("the marker of producer %d in %s-%d failed", marker.producer_id,
+                          OFFSETS_TOPIC, tp.partition)
+            results[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def wait_for_appends() -> None:
+        if waiting:
+            await replica_manager.wait_for_commit([p for _tp, p in waiting], timeout_ms)
+        for tp, pending in waiting:
+            results[tp] = pending.outcome()
+
+    await asyncio.gather(wait_for_appends(), *(complete_offsets(tp) for tp in offsets_partitions))
     return results
+
+
+def txn_offset_commit_verifier(verifier: TransactionVerifier,
+                               enabled: Callable[[], bool]) -> GroupTransactionVerifier:
+    """The group coordinator's check before a TxnOffsetCommit's write (Kafka 4.0): is the
+    group's offsets partition in the producer's ongoing transaction (AddOffsetsToTxn)?"""
+    async def verify(offsets_partition: int, transactional_id: str, producer_id: int,
+                     producer_epoch: int) -> ErrorCode:
+        if not enabled():
+            return ErrorCode.NONE
+        tp = TopicPartition(OFFSETS_TOPIC, offsets_partition)
+        answers = await verifier.verify(transactional_id, producer_id, producer_epoch, [tp])
+        error = answers.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+        # As Kafka's AddPartitionsToTxnManager tells a fenced producer.
+        return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+
+    return verify
 
 
 class TxnMarkerChannel:

@@ -1,5 +1,5 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
+TxnOffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 
 The handlers translate each wire version to the group coordinator's calls and back; the
 coordinator (`odradek.coordinator`) holds the state (`odradek.server.coordinators` wires it).
@@ -225,6 +225,43 @@ class GroupApis:
                 for p in topic.partitions])
             for topic in req.topics])
 
+    async def txn_offset_commit(self, ctx: RequestContext, req: m.TxnOffsetCommitRequest):
+        """TxnOffsetCommit (v0-5): the offsets join the producer's transaction; v3+ name the
+        member and generation of a consumer in a group (KIP-447), checked as OffsetCommit
+        does."""
+        version = ctx.api_version
+        R = m.TxnOffsetCommitResponse
+        coordinator = self.coordinator
+        now = coordinator.time_ms()
+        image = self.cache.image
+        errors: dict[TopicPartition, ErrorCode] = {}
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if not _partition_exists(image, tp):
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=now)
+        if offsets:
+            errors.update(await coordinator.txn_offset_commit(
+                req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
+                req.member_id if version >= 3 else "",
+                req.generation_id if version >= 3 else -1,
+                req.group_instance_id if version >= 3 else None,
+                offsets))
+        return R(topics=[
+            R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
+                R.TxnOffsetCommitResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=errors[TopicPartition(topic.name, p.partition_index)])
+                for p in topic.partitions])
+            for topic in req.topics])
+
     def offset_fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest):
         version = ctx.api_version
         R = m.OffsetFetchResponse
@@ -232,8 +269,8 @@ class GroupApis:
         if version >= 8:
             groups_out = []
             for group in req.groups:
-                error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics),
-                                                           req.require_stable)
+                error, offsets, unstable = self._fetch(group.group_id, _requested(group.topics),
+                                                       req.require_stable)
                 groups_out.append(R.OffsetFetchResponseGroup(
                     group_id=group.group_id, error_code=error,
                     topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
@@ -241,14 +278,16 @@ class GroupApis:
                             partition_index=index,
                             committed_offset=offset.offset if offset else -1,
                             committed_leader_epoch=offset.leader_epoch if offset else -1,
-                            metadata=offset.metadata if offset else "")
+                            metadata=offset.metadata if offset else "",
+                            error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
+                            if TopicPartition(name, index) in unstable else ErrorCode.NONE)
                         for index, offset in partitions])
                         for name, partitions in _by_topic(offsets).items()]))
             return R(groups=groups_out)
         # v0-1 always name the partitions; v2+ may ask for all (null topics).
         requested = _requested(req.topics if version >= 2 else (req.topics or []))
-        error, offsets = coordinator.fetch_offsets(req.group_id, requested,
-                                                   req.require_stable if version >= 7 else False)
+        error, offsets, unstable = self._fetch(req.group_id, requested,
+                                               req.require_stable if version >= 7 else False)
         if error != ErrorCode.NONE:
             if version >= 2:
                 return R(error_code=error)
@@ -261,10 +300,24 @@ class GroupApis:
                     committed_offset=offset.offset if offset else -1,
                     committed_leader_epoch=offset.leader_epoch if offset else -1,
                     metadata=offset.metadata if offset else "",
-                    error_code=error if version < 2 else ErrorCode.NONE)
+                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    if TopicPartition(name, index) in unstable
+                    else error if version < 2 else ErrorCode.NONE)
                 for index, offset in partitions])
                 for name, partitions in _by_topic(offsets).items()],
         )
+
+    def _fetch(self, group_id: str, requested: list[TopicPartition] | None,
+               require_stable: bool,
+               ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
+                          set[TopicPartition]]:
+        """The group's offsets for OffsetFetch, and the partitions that answer
+        UNSTABLE_OFFSET_COMMIT when the request requires stable offsets."""
+        coordinator = self.coordinator
+        error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable)
+        if error != ErrorCode.NONE or not require_stable:
+            return error, offsets, set()
+        return error, offsets, coordinator.unstable_partitions(group_id, offsets)
 
     async def offset_delete(self, ctx: RequestContext, req: m.OffsetDeleteRequest):
         R = m.OffsetDeleteResponse
