@@ -156,3 +156,49 @@ def test_a_transaction_open_past_its_timeout_is_aborted(txn_broker):
     del admin
     with pytest.raises(KafkaException):
         producer.commit_transaction(30)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_send_offsets_to_transaction(txn_broker, commit):
+    """Consume-transform-produce: the group's offsets are committed with the transaction, or
+    not at all when it aborts."""
+    source = _topic("txn-src", txn_broker, partitions=1)
+    sink = _topic("txn-sink", txn_broker, partitions=2)
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    seed = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    for i in range(5):
+        seed.produce(source, value=b"in%d" % i, partition=0)
+    assert seed.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(source, 0, 0)])
+    producer = _producer(txn_broker, f"ctp-{uuid.uuid4().hex[:6]}")
+    try:
+        read = []
+        deadline = time.monotonic() + 30
+        while len(read) < 5:
+            assert time.monotonic() < deadline, f"read only {read}"
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                read.append(msg)
+        producer.begin_transaction()
+        for msg in read:
+            producer.produce(sink, value=msg.value().upper(), partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, 5)],
+                                             consumer.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        # The group's committed offset is visible once the marker completed the commit.
+        expected = 5 if commit else -1001  # OFFSET_INVALID: nothing committed
+        deadline = time.monotonic() + 30
+        while True:
+            (committed,) = consumer.committed([TopicPartition(source, 0)], timeout=10)
+            if committed.offset == expected:
+                break
+            assert time.monotonic() < deadline, f"committed {committed.offset}"
+            time.sleep(0.1)
+    finally:
+        consumer.close()
