@@ -25,6 +25,7 @@ from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.controller.quorum_controller import QuorumController
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.coordinator.transaction_coordinator import TransactionCoordinator
 from odradek.metadata.cache import MetadataCache
 from odradek.protocol import framing
 from odradek.protocol import messages as m
@@ -51,8 +52,16 @@ from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
+from odradek.server.handlers.transactions import TransactionApis
+from odradek.server.node_channel import NodeChannel
 from odradek.server.network import RequestContext
 from odradek.server.replica_manager import ReplicaManager
+from odradek.server.transactions import (
+    TransactionStateTopicCreator,
+    TransactionVerifier,
+    start_transaction_coordinator,
+    txn_offset_commit_verifier,
+)
 from odradek.storage import Log, LogManager
 from odradek.storage.config import LogConfig
 
@@ -125,6 +134,7 @@ class HandlerNode:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.producer_id_blocks = 0  # blocks asked of the controller
 
     # -- lifecycle (the order of Broker.start)
@@ -161,9 +171,17 @@ class HandlerNode:
         self.group_coordinator = start_group_coordinator(config, self.cache,
                                                          self.replica_manager)
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
+        # One node: every partition leader is local, so nothing goes over this channel.
+        self.txn_channel = NodeChannel(NODE_ID, lambda _node: None, request_timeout_ms=1000)
+        self.transaction_coordinator = start_transaction_coordinator(
+            config, self.cache, self.replica_manager, self.producer_ids,
+            self.group_coordinator, self.txn_channel)
         self._build_handlers()
 
     async def stop(self) -> None:
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.close()
+            await self.txn_channel.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.close()
         if self.replica_manager is not None:
@@ -199,9 +217,25 @@ class HandlerNode:
         self.admin_apis = AdminApis(node_id=NODE_ID, config=config,
                                     default_log_config=self.default_log_config, cache=cache,
                                     controller=controller, replica_manager=self.replica_manager)
+        transactions = self.transaction_coordinator
+        assert transactions is not None
         self.group_apis = GroupApis(self.group_coordinator, cache,
-                                    OffsetsTopicCreator(config, cache, controller.create_topics))
-        self.producer_id_apis = ProducerIdApis(self.producer_ids)
+                                    OffsetsTopicCreator(config, cache, controller.create_topics),
+                                    transactions=transactions,
+                                    ensure_transaction_topic=TransactionStateTopicCreator(
+                                        config, cache, controller.create_topics))
+        self.producer_id_apis = ProducerIdApis(self.producer_ids, transactions)
+        self.transaction_apis = TransactionApis(transactions, cache, self.replica_manager,
+                                                self.group_coordinator,
+                                                int(config.get("request.timeout.ms")))
+        verifier = TransactionVerifier(NODE_ID, cache, transactions, self.txn_channel)
+
+        def verification_enabled() -> bool:
+            return bool(config.get("transaction.partition.verification.enable"))
+
+        self.group_coordinator.transaction_verifier = txn_offset_commit_verifier(
+            verifier, verification_enabled)
+        self.produce_apis = ProduceApis(self.replica_manager, verifier, verification_enabled)
         self.raft_apis = RaftApis(self.quorum)
         self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis), FORWARDED)
         self.apis.bind(controller_handler_table(
@@ -212,12 +246,13 @@ class HandlerNode:
                        CONTROLLER_LISTENER)
         self.apis.bind(handler_table(
             metadata=self.metadata_apis,
-            produce=ProduceApis(self.replica_manager),
+            produce=self.produce_apis,
             fetch=FetchApis(self.replica_manager, FetchSessionCache(
                 int(config.get("max.incremental.fetch.session.cache.slots"))),
                 int(config.get("fetch.max.bytes"))),
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
-            raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager)))
+            raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager),
+            transactions=self.transaction_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

@@ -81,19 +81,6 @@ def test_find_coordinator_creates_the_offsets_topic_on_first_use(tmp_path, versi
     run_with_node(tmp_path, scenario)
 
 
-@pytest.mark.parametrize("version", [1, 3])
-def test_find_coordinator_for_transactions_is_not_available(tmp_path, version):
-    async def scenario(node: HandlerNode) -> None:
-        resp = await node.call(node.group_apis.find_coordinator, m.FindCoordinatorRequest(
-            key="txn-1", key_type=COORDINATOR_TYPE_TRANSACTION), version)
-        assert resp.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert resp.node_id == -1
-        # No transaction coordinator, and no offsets topic for it either.
-        assert OFFSETS_TOPIC not in node.cache.image.topics_by_name
-
-    run_with_node(tmp_path, scenario)
-
-
 def test_find_coordinator_unknown_key_type_is_invalid(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         resp = await node.call(node.group_apis.find_coordinator,
@@ -111,11 +98,10 @@ def test_find_coordinator_v4_batches_keys(tmp_path):
             (key, ErrorCode.NONE, NODE_ID, HOST, BROKER_PORT) for key in ("g1", "g2", "g3")]
         txn = await node.call(node.group_apis.find_coordinator, m.FindCoordinatorRequest(
             key_type=COORDINATOR_TYPE_TRANSACTION, coordinator_keys=["t1", "t2"]), 5)
-        assert [(c.key, c.error_code) for c in txn.coordinators] == [
-            ("t1", ErrorCode.COORDINATOR_NOT_AVAILABLE),
-            ("t2", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+        assert [(c.key, c.error_code, c.node_id) for c in txn.coordinators] == [
+            ("t1", ErrorCode.NONE, NODE_ID), ("t2", ErrorCode.NONE, NODE_ID)]
 
-    run_with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario, {"transaction.state.log.num.partitions": "2"})
 
 
 # -- OffsetCommit / OffsetFetch

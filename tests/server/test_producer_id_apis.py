@@ -21,12 +21,13 @@ def init_request(transactional_id: str | None = None, producer_id: int = -1,
 
 
 @pytest.mark.parametrize("version", [0, 4])
-def test_a_transactional_id_is_refused(tmp_path, version):
+def test_a_transactional_id_needs_its_coordinator(tmp_path, version):
     async def scenario(node: HandlerNode) -> None:
         resp = await node.call(node.producer_id_apis.init_producer_id,
                                init_request(transactional_id="txn-1"), version)
-        # No transaction coordinator: refused explicitly rather than half served.
-        assert resp.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # __transaction_state does not exist yet (FindCoordinator creates it): this broker
+        # coordinates no transactional id.
+        assert resp.error_code == ErrorCode.NOT_COORDINATOR
         assert (resp.producer_id, resp.producer_epoch) == (-1, -1)
         assert node.producer_id_blocks == 0  # no id was spent on it
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from odradek.server.handlers.producer_ids import ProducerIdApis
     from odradek.server.handlers.producers import ProducerStateApis
     from odradek.server.handlers.raft import RaftApis
+    from odradek.server.handlers.transactions import TransactionApis
 
 #: handler(ctx, request) -> response (or an awaitable of it)
 Handler = Callable[..., Any]
@@ -56,6 +57,8 @@ SERVED_VERSIONS: dict[int, int] = {
         28,  # TxnOffsetCommit
         17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
         19, 20, 21, 22, 23, 32, 33, 35, 37, 42, 44, 47,
+        24, 25, 26, 27,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers
+        65, 66,  # DescribeTransactions, ListTransactions
         43,  # ElectLeaders
         45, 46,  # AlterPartitionReassignments, ListPartitionReassignments (forwarded)
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
@@ -66,6 +69,11 @@ SERVED_VERSIONS: dict[int, int] = {
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
 }
+
+# api key -> highest version served on a broker listener, where it is below the spec's newest:
+# AddPartitionsToTxn v5 and EndTxn v5 are transactions v2 (KIP-890 part 2: an epoch bump at
+# every transaction end), which Odradek's coordinator does not implement.
+MAX_VERSION_OVERRIDES: dict[int, int] = {24: 4, 26: 4}
 
 # api key -> lowest version served on a controller listener: the quorum's own APIs (Raft's
 # Fetch of the metadata partition, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum) and
@@ -116,8 +124,8 @@ SERVED_BY_KIND: dict[str, dict[int, int]] = {
 
 def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
-                  raft: RaftApis,
-                  producers: ProducerStateApis) -> dict[int, Handler]:
+                  raft: RaftApis, producers: ProducerStateApis,
+                  transactions: TransactionApis) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -138,6 +146,10 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         18: metadata.api_versions,
         22: producer_ids.init_producer_id,
         23: fetch.offset_for_leader_epoch,
+        24: transactions.add_partitions_to_txn,
+        25: transactions.add_offsets_to_txn,
+        26: transactions.end_txn,
+        27: transactions.write_txn_markers,
         28: groups.txn_offset_commit,
         36: sasl.sasl_authenticate,
         42: groups.delete_groups,
@@ -145,6 +157,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
         61: producers.describe_producers,
+        65: transactions.describe_transactions,
+        66: transactions.list_transactions,
         75: metadata.describe_topic_partitions,
         80: raft.add_raft_voter,
         81: raft.remove_raft_voter,
@@ -212,7 +226,8 @@ class ApiTable:
     def __init__(self) -> None:
         self.handlers: dict[str, dict[int, Handler]] = {kind: {} for kind in SERVED_BY_KIND}
         self.versions_by_kind: dict[str, dict[int, tuple[int, int]]] = {
-            kind: {key: (low, API_BY_KEY[key].max_version) for key, low in served.items()}
+            kind: {key: (low, MAX_VERSION_OVERRIDES.get(key, API_BY_KEY[key].max_version))
+                   for key, low in served.items()}
             for kind, served in SERVED_BY_KIND.items()
         }
 

@@ -37,6 +37,7 @@ from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
 from odradek.controller.quorum_controller import QuorumController
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.coordinator.transaction_coordinator import TransactionCoordinator
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
@@ -67,6 +68,7 @@ from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
+from odradek.server.handlers.transactions import TransactionApis
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
@@ -84,6 +86,12 @@ from odradek.server.quotas import (
 from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.replica_selector import replica_selector
+from odradek.server.transactions import (
+    TransactionStateTopicCreator,
+    TransactionVerifier,
+    start_transaction_coordinator,
+    txn_offset_commit_verifier,
+)
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
 from odradek.storage.config import LogConfig
@@ -127,6 +135,10 @@ class Broker:
         self.metadata_cache: MetadataCache | None = None
         self.controller: QuorumController | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        # Inter-broker requests of the transaction coordinator (markers to partition leaders)
+        # and of Produce's verification (AddPartitionsToTxn to coordinators).
+        self.txn_channel: NodeChannel | None = None
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.controller_apis: ControllerApis | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
@@ -208,6 +220,14 @@ class Broker:
             # manager in the subscription order, since it reads the partitions it opened).
             self.group_coordinator = start_group_coordinator(self.config, self.metadata_cache,
                                                              self.replica_manager)
+            self.txn_channel = NodeChannel(
+                self.node_id, self._inter_broker_endpoint,
+                request_timeout_ms=int(self.config.get("request.timeout.ms")),
+                client_id=f"transactions-{self.node_id}")
+            # Follows the leadership of the __transaction_state partitions.
+            self.transaction_coordinator = start_transaction_coordinator(
+                self.config, self.metadata_cache, self.replica_manager, self.producer_ids,
+                self.group_coordinator, self.txn_channel)
         self._bind_handlers()
 
         self.network = NetworkServer(
@@ -482,6 +502,10 @@ class Broker:
             await self.lifecycle.close()
         if self.controller is not None:
             await self.controller.close()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.close()
+        if self.txn_channel is not None:
+            await self.txn_channel.close()
         if self.group_coordinator is not None:  # group coordinator: answers pending joins
             await self.group_coordinator.close()
         if self.replica_fetchers is not None:
@@ -533,16 +557,31 @@ class Broker:
                        CONTROLLER_LISTENER)
         if replica_manager is None:
             return  # a dedicated controller: no broker listener
+        transactions = self.transaction_coordinator
+        assert transactions is not None and self.txn_channel is not None
+        verifier = TransactionVerifier(self.node_id, cache, transactions, self.txn_channel)
+
+        def verification_enabled() -> bool:
+            return bool(self.config.get("transaction.partition.verification.enable"))
+
+        self.group_coordinator.transaction_verifier = txn_offset_commit_verifier(  # type: ignore[union-attr]
+            verifier, verification_enabled)
         handlers = handler_table(
             metadata=metadata,
-            produce=ProduceApis(replica_manager),
+            produce=ProduceApis(replica_manager, verifier, verification_enabled),
             fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
-                             cache, OffsetsTopicCreator(self.config, cache, create_topics)),
+                             cache, OffsetsTopicCreator(self.config, cache, create_topics),
+                             transactions=transactions,
+                             ensure_transaction_topic=TransactionStateTopicCreator(
+                                 self.config, cache, create_topics)),
             admin=admin,
-            producer_ids=ProducerIdApis(self.producer_ids),
+            producer_ids=ProducerIdApis(self.producer_ids, transactions),
             raft=raft,
             producers=ProducerStateApis(replica_manager),
+            transactions=TransactionApis(transactions, cache, replica_manager,
+                                         self.group_coordinator,  # type: ignore[arg-type]
+                                         int(self.config.get("request.timeout.ms"))),
         )
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})

@@ -18,10 +18,13 @@ from odradek.coordinator import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from odradek.coordinator.transaction_coordinator import TransactionCoordinator
+from odradek.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.server.transactions import coordinator_node
 
 if TYPE_CHECKING:
     from odradek.server.network import RequestContext
@@ -56,10 +59,14 @@ class GroupApis:
     """The group APIs, answered by the group coordinator (FindCoordinator from the image)."""
 
     def __init__(self, coordinator: GroupCoordinator, cache: MetadataCache,
-                 ensure_offsets_topic: Callable[[], Awaitable[ErrorCode]]) -> None:
+                 ensure_offsets_topic: Callable[[], Awaitable[ErrorCode]], *,
+                 transactions: TransactionCoordinator,
+                 ensure_transaction_topic: Callable[[], Awaitable[ErrorCode]]) -> None:
         self.coordinator = coordinator
         self.cache = cache
         self.ensure_offsets_topic = ensure_offsets_topic
+        self.transactions = transactions
+        self.ensure_transaction_topic = ensure_transaction_topic
 
     # -- FindCoordinator
 
@@ -68,20 +75,22 @@ class GroupApis:
         """(error, node id, host, port) of the coordinator of `key`."""
         no_node = -1, "", -1
         if key_type == COORDINATOR_TYPE_TRANSACTION:
-            # No transaction coordinator yet.
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-        if key_type != COORDINATOR_TYPE_GROUP:
+            # The leader of the id's __transaction_state partition (created on first use).
+            error = await self.ensure_transaction_topic()
+            if error != ErrorCode.NONE:
+                return (error, *no_node)
+            error, leader = coordinator_node(self.cache.image, TRANSACTION_STATE_TOPIC,
+                                             self.transactions.partition_for(key))
+        elif key_type == COORDINATOR_TYPE_GROUP:
+            error = await self.ensure_offsets_topic()
+            if error != ErrorCode.NONE:
+                return (error, *no_node)
+            error, leader = coordinator_node(self.cache.image, OFFSETS_TOPIC,
+                                             self.coordinator.manager.partition_for(key))
+        else:
             return (ErrorCode.INVALID_REQUEST, *no_node)
-        error = await self.ensure_offsets_topic()
         if error != ErrorCode.NONE:
             return (error, *no_node)
-        image = self.cache.image
-        topic = image.topics_by_name.get(OFFSETS_TOPIC)
-        partition = self.coordinator.manager.partition_for(key)
-        registration = topic.partitions.get(partition) if topic is not None else None
-        leader = image.brokers.get(registration.leader) if registration is not None else None
-        if leader is None or leader.fenced:
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
         endpoint = leader.endpoint(ctx.listener)
         if endpoint is None:
             return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
