@@ -128,12 +128,18 @@ def test_kafka_python_consume_transform_produce(odradek_broker):
         consumer.close()
     assert len(seen) == 20
 
+    # The offsets become visible once the coordinator's markers are written, which follows
+    # the EndTxn answer: poll for them.
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    committed = {}
+    deadline = time.monotonic() + TIMEOUT_S
     try:
-        committed = admin.list_consumer_group_offsets(group)
+        while TopicPartition(source, 0) not in committed and time.monotonic() < deadline:
+            committed = admin.list_group_offsets(group).get(group, {})
+            time.sleep(0.1)
     finally:
         admin.close()
-    assert committed[TopicPartition(source, 0)].offset == 20
+    assert committed[TopicPartition(source, 0)].offset == 20, committed
     outputs = _read_until(bootstrap, sink, "read_committed", b"out-19", partitions=1)
     assert outputs == [f"out-{i}".encode() for i in range(20)]
 
