@@ -5,6 +5,7 @@ the coordinator."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -202,3 +203,109 @@ def test_send_offsets_to_transaction(txn_broker, commit):
             time.sleep(0.1)
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_broker_restart_in_the_middle_of_a_transaction(tmp_path, commit):
+    """The broker is killed (SIGKILL) while a transaction is open, with records of it in the
+    log; after the restart the producer goes on in the same transaction and ends it. The
+    coordinator reloads the transaction from __transaction_state, the partitions' producer
+    state restores it from the log, and read_committed sees all of it or nothing."""
+    broker = BrokerProcess(tmp_path, overrides={
+        "transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
+    }).start()
+    try:
+        topic = _topic("txn-restart", broker)
+        producer = _producer(broker, f"restart-{uuid.uuid4().hex[:6]}",
+                             **{"transaction.timeout.ms": 120_000})
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=b"before-%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0  # acknowledged: in the log before the crash
+        broker.restart(clean=False)
+        for i in range(10):
+            producer.produce(topic, value=b"after-%d" % i, partition=i % 2)
+        assert producer.flush(60) == 0  # written to the restarted broker (an abort drops
+        # what is still queued)
+        if commit:
+            producer.commit_transaction(60)
+        else:
+            producer.abort_transaction(60)
+        _commit_sentinel(broker, topic, b"end")
+        ours = {b"before-%d" % i for i in range(10)} | {b"after-%d" % i for i in range(10)}
+        committed = _values(broker, topic, "read_committed", b"end")
+        assert sorted(v for v in committed if v != b"end") == (sorted(ours) if commit else [])
+        uncommitted = _values(broker, topic, "read_uncommitted", b"end")
+        assert ours <= set(uncommitted)
+    finally:
+        broker.stop()
+
+
+def test_consume_transform_produce_across_a_group(txn_broker):
+    """Two members of one group (subscribe, so partitions are assigned by the group) each run
+    consume-transform-produce with their own transactional producer and commit the offsets of
+    what they processed in each transaction: every input record is in the output exactly once
+    for read_committed readers, and the group's offsets end at the input's ends."""
+    source = _topic("ctp-group-in", txn_broker, partitions=4)
+    sink = _topic("ctp-group-out", txn_broker, partitions=2)
+    group = f"ctp-group-{uuid.uuid4().hex[:6]}"
+    seed = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    for i in range(200):
+        seed.produce(source, value=b"in-%d" % i, partition=i % 4)
+    assert seed.flush(30) == 0
+
+    processed: list[bytes] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def member(index: int) -> None:
+        consumer = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})
+        producer = _producer(txn_broker, f"{group}-{index}")
+        consumer.subscribe([source])
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with lock:
+                    if len(processed) >= 200:
+                        return
+                batch = [msg for msg in consumer.consume(50, 0.5) if not msg.error()]
+                if not batch:
+                    continue
+                producer.begin_transaction()
+                for msg in batch:
+                    producer.produce(sink, value=msg.value().replace(b"in-", b"out-"))
+                producer.send_offsets_to_transaction(
+                    consumer.position(consumer.assignment()),
+                    consumer.consumer_group_metadata(), 30)
+                producer.commit_transaction(30)
+                with lock:
+                    processed.extend(msg.value() for msg in batch)
+        except BaseException as error:  # reported by the test thread
+            errors.append(error)
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert not errors, errors
+    assert sorted(processed) == sorted(b"in-%d" % i for i in range(200))
+
+    _commit_sentinel(txn_broker, sink, b"end")
+    outputs = [v for v in _values(txn_broker, sink, "read_committed", b"end") if v != b"end"]
+    assert sorted(outputs) == sorted(b"out-%d" % i for i in range(200))
+    checker = Consumer({"bootstrap.servers": txn_broker.bootstrap, "group.id": group})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            offsets = checker.committed([TopicPartition(source, p) for p in range(4)], 10)
+            if [tp.offset for tp in offsets] == [50] * 4:
+                break
+            assert time.monotonic() < deadline, offsets
+            time.sleep(0.1)
+    finally:
+        checker.close()
