@@ -19,6 +19,10 @@ TC = m.TxnOffsetCommitRequest
 OF = m.OffsetFetchRequest
 PID = 7000
 EPOCH = 2
+#: These tests drive the group coordinator's side with a made-up producer; the transaction
+#: coordinator's check that AddOffsetsToTxn added the group (KIP-890) is tested with real
+#: producers in test_txn_bad_input and the client tests.
+WITHOUT_VERIFICATION = {"transaction.partition.verification.enable": "false"}
 
 
 def txn_commit_request(offsets: dict[tuple[str, int], int], *, member_id: str = "",
@@ -110,7 +114,7 @@ def test_txn_offsets_are_visible_once_the_marker_commits(tmp_path, commit_versio
         assert (offset.offset, offset.metadata, offset.leader_epoch) == (
             42, "txn", 4 if commit_version >= 2 else -1)
 
-    run_with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario, WITHOUT_VERIFICATION)
 
 
 def test_txn_offset_commit_v3_checks_the_member(tmp_path):
@@ -132,4 +136,4 @@ def test_txn_offset_commit_v3_checks_the_member(tmp_path):
         (partition,) = resp.groups[0].topics[0].partitions
         assert (partition.error_code, partition.committed_offset) == (ErrorCode.NONE, -1)
 
-    run_with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario, WITHOUT_VERIFICATION)

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
+#: TxnOffsetCommit v4+ clients understand TRANSACTION_ABORTABLE (KIP-890)
+TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
 # AclOperation bits a group supports: READ (3), DELETE (6), DESCRIBE (8); there are no ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -248,12 +250,19 @@ class GroupApis:
                     metadata=p.committed_metadata or "",
                     commit_timestamp=now)
         if offsets:
-            errors.update(await coordinator.txn_offset_commit(
+            committed = await coordinator.txn_offset_commit(
                 req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
                 req.member_id if version >= 3 else "",
                 req.generation_id if version >= 3 else -1,
                 req.group_instance_id if version >= 3 else None,
-                offsets))
+                offsets)
+            if version < TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT_VERSION:
+                # Kafka's AddPartitionsToTxnManager maps the refusal back for clients that
+                # do not know TRANSACTION_ABORTABLE.
+                committed = {tp: ErrorCode.INVALID_TXN_STATE
+                             if error == ErrorCode.TRANSACTION_ABORTABLE else error
+                             for tp, error in committed.items()}
+            errors.update(committed)
         return R(topics=[
             R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
                 R.TxnOffsetCommitResponsePartition(
