@@ -199,3 +199,47 @@ def test_kafka_python_reads_our_transactions_read_committed(odradek_broker):
     finally:
         consumer.close()
     assert values == [b"kept", b"kept"]
+
+
+def test_a_prepared_transaction_is_ended_by_another_client(odradek_broker):
+    """prepare_transaction hands the open transaction over: closing the producer leaves it
+    open (it holds back the last stable offset), and an Admin elsewhere commits it with the
+    producer's id and epoch; committing again is a no-op. A new producer with the same id
+    aborts a prepared transaction, after which ending it is refused as fenced."""
+    topic = _name("prepared")
+    _create(odradek_broker, topic)
+    tp = TopicPartition(topic, 0)
+    transactional_id = _name("tid")
+    with _producer(odradek_broker, transactional_id) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send(topic, f"p{i}".encode(), partition=0)
+        prepared = producer.prepare_transaction()
+        with pytest.raises(Exception, match="PREPARED_TRANSACTION"):
+            producer.send(topic, b"late", partition=0)
+    assert (prepared.transactional_id, prepared.started) == (transactional_id, True)
+    with Consumer({"bootstrap.servers": odradek_broker.bootstrap,
+                   "isolation.level": "read_committed"}) as consumer:
+        assert consumer.end_offsets([tp])[tp] == 0  # the open transaction holds the LSO
+    with Admin({"bootstrap.servers": odradek_broker.bootstrap}) as admin:
+        described = admin.describe_transactions([transactional_id])[transactional_id]
+        assert (described.state, described.producer_id) == ("Ongoing", prepared.producer_id)
+        admin.end_transaction(prepared, commit=True)
+        admin.end_transaction(prepared, commit=True)  # a retry after a lost answer
+    committed = _read(odradek_broker, [tp], "read_committed", until_count=5)
+    assert [r.value for r in committed] == [f"p{i}".encode() for i in range(5)]
+
+    with _producer(odradek_broker, transactional_id) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"zombie", partition=0)
+        stale = producer.prepare_transaction()
+    with _producer(odradek_broker, transactional_id) as successor:
+        successor.init_transactions()  # aborts the prepared transaction
+    with Admin({"bootstrap.servers": odradek_broker.bootstrap}) as admin:
+        with pytest.raises(KafkaError) as raised:
+            admin.end_transaction(stale, commit=True)
+        assert raised.value.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+    after = _read(odradek_broker, [tp], "read_committed")
+    assert b"zombie" not in [r.value for r in after]
