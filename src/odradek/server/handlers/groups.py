@@ -39,6 +39,29 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 CLASSIC_GROUP_TYPE = "classic"
 
 
+def _offsets_to_commit(image: MetadataImage, topics: Any, now: int, *,
+                       with_leader_epoch: bool, expire_timestamp: int = -1,
+                       ) -> tuple[dict[TopicPartition, ErrorCode],
+                                  dict[TopicPartition, OffsetAndMetadata]]:
+    """An (Txn)OffsetCommit request's partitions: the offsets to commit, and the partitions
+    refused before the coordinator sees them (UNKNOWN_TOPIC_OR_PARTITION)."""
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if not _partition_exists(image, tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if with_leader_epoch else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=expire_timestamp)
+    return errors, offsets
+
+
 def _partition_exists(image: MetadataImage, tp: TopicPartition) -> bool:
     topic = image.topics_by_name.get(tp.topic)
     return topic is not None and tp.partition in topic.partitions
@@ -196,22 +219,9 @@ class GroupApis:
         coordinator = self.coordinator
         now = coordinator.time_ms()
         retention_ms = req.retention_time_ms if 2 <= version <= 4 else -1
-        image = self.cache.image
-        errors: dict[TopicPartition, ErrorCode] = {}
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for topic in req.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if not _partition_exists(image, tp):
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=now,
-                    expire_timestamp=now + retention_ms if retention_ms != -1 else -1,
-                )
+        errors, offsets = _offsets_to_commit(
+            self.cache.image, req.topics, now, with_leader_epoch=version >= 6,
+            expire_timestamp=now + retention_ms if retention_ms != -1 else -1)
         if offsets:
             errors.update(await coordinator.commit_offsets(
                 req.group_id,
@@ -234,21 +244,8 @@ class GroupApis:
         version = ctx.api_version
         R = m.TxnOffsetCommitResponse
         coordinator = self.coordinator
-        now = coordinator.time_ms()
-        image = self.cache.image
-        errors: dict[TopicPartition, ErrorCode] = {}
-        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        for topic in req.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if not _partition_exists(image, tp):
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=now)
+        errors, offsets = _offsets_to_commit(self.cache.image, req.topics,
+                                             coordinator.time_ms(), with_leader_epoch=version >= 2)
         if offsets:
             committed = await coordinator.txn_offset_commit(
                 req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
