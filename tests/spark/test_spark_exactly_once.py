@@ -1,4 +1,5 @@
-"""The sink's exactly-once mode (deliveryGuarantee=exactly-once): a micro-batch that Spark
+"""Transactions in Spark: the source reading read_committed, and the sink's exactly-once mode
+(deliveryGuarantee=exactly-once): a micro-batch that Spark
 replays after a crash between the sink's publish and Spark's commit leaves each input row once
 for read_committed readers.
 
@@ -163,3 +164,35 @@ def test_driver_killed_between_publish_and_spark_commit(odradek_broker, tmp_path
         expected(300)
     assert values(consume_to_end(bootstrap, "eos-kill-out", 3, "read_uncommitted")) == \
         expected(300)
+
+
+def test_source_reads_read_committed_when_asked(spark, odradek_broker):
+    """`kafka.isolation.level=read_committed` (Spark's option name): a batch read sees the
+    committed transaction's rows only, not the aborted one's nor those of a transaction still
+    open (it reads up to the last stable offset); read_uncommitted sees every row."""
+    from confluent_kafka import Producer
+
+    bootstrap = odradek_broker.bootstrap
+    create_topics(bootstrap, {"txn-source": 2})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "spark-source-txn"})
+    producer.init_transactions(30)
+    for outcome, count in (("committed", 10), ("aborted", 6), ("open", 4)):
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce("txn-source", value=f"{outcome} {i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        if outcome == "committed":
+            producer.commit_transaction(30)
+        elif outcome == "aborted":
+            producer.abort_transaction(30)
+    try:
+        def rows(isolation: str) -> Counter:
+            df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", "txn-source").option("kafka.isolation.level", isolation)
+                  .load())
+            return Counter(r.value.decode().split()[0] for r in df.select("value").collect())
+
+        assert rows("read_committed") == {"committed": 10}
+        assert rows("read_uncommitted") == {"committed": 10, "aborted": 6, "open": 4}
+    finally:
+        producer.abort_transaction(30)
