@@ -1,7 +1,6 @@
 """Transactions in Spark: the source reading read_committed, and the sink's exactly-once mode
-(deliveryGuarantee=exactly-once): a micro-batch that Spark
-replays after a crash between the sink's publish and Spark's commit leaves each input row once
-for read_committed readers.
+(deliveryGuarantee=exactly-once), where a micro-batch that Spark replays after a crash between
+the sink's publish and Spark's commit leaves each input row once for read_committed readers.
 
 Three crashes: the driver killed with SIGKILL after the sink committed the micro-batch's
 transactions and before Spark's commit log (a real process group killed mid-commit); the same
