@@ -94,6 +94,7 @@ from odradek.server.transactions import (
 )
 from odradek.storage import Log, LogManager
 from odradek.storage.checkpoint import read_meta_properties
+from odradek.storage.cleaner import CleanerConfig
 from odradek.storage.config import LogConfig
 from odradek.storage.dir_failure import LogDirFailureChannel
 
@@ -349,6 +350,7 @@ class Broker:
                 self.config.get("producer.id.expiration.check.interval.ms")),
             excluded_topics={METADATA_TOPIC},
             dir_failures=self.dir_failures,
+            cleaner_config=CleanerConfig.from_broker_config(self.config.get),
         )
 
     def _build_quorum(self, metadata_log: Log) -> MetadataQuorum:

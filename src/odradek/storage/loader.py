@@ -115,8 +115,8 @@ class LogLoader:
             elif name.endswith(SWAP_SUFFIX):
                 if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                     swaps.append(path)
-                else:
-                    path.unlink(missing_ok=True)  # swapped indexes are rebuilt
+                elif not name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+                    path.unlink(missing_ok=True)  # swapped offset/time indexes are rebuilt
         for swap in swaps:
             base = _base_offset(swap)
             if base is None:
@@ -133,7 +133,14 @@ class LogLoader:
                         (self.dir / f"{other:020d}{suffix}").unlink(missing_ok=True)
             segment.offset_index.delete()  # indexes are rebuilt when the segment loads
             segment.time_index.delete()
+            # The cleaned txn index (aborted transactions whose markers the cleaner kept)
+            # cannot be rebuilt from the segment alone: it moves with the segment.
+            txn_swap = self.dir / f"{base:020d}{TXN_INDEX_SUFFIX}{SWAP_SUFFIX}"
+            if txn_swap.exists():
+                os.replace(txn_swap, self.dir / f"{base:020d}{TXN_INDEX_SUFFIX}")
             os.replace(swap, self.dir / f"{base:020d}{LOG_SUFFIX}")
+        for path in self.dir.glob("*" + TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+            path.unlink(missing_ok=True)  # a txn index whose segment swap never happened
 
     # -- step 2 ----------------------------------------------------------------------------
     def _load_segments(self) -> list[LogSegment]:

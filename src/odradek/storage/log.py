@@ -70,7 +70,13 @@ from odradek.storage.producer_state import (
     end_txn_marker_of,
 )
 from odradek.storage.scheduler import Clock, DeferredDeleter, system_clock_ms
-from odradek.storage.segment import DELETED_SUFFIX, FetchData, LogSegment
+from odradek.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    FetchData,
+    LogSegment,
+)
 from odradek.storage.txn_index import AbortedTxn
 from odradek.storage.validator import (
     AppendOrigin,
@@ -724,6 +730,55 @@ class Log:
         doomed_ids = {id(segment) for segment in doomed}
         self._set_segments(tuple(s for s in self._segments if id(s) not in doomed_ids))
         self._retire(doomed)
+
+    # -- log cleaner ------------------------------------------------------------------------
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """Producer id -> (last offset of its last data batch, or None when only a marker is
+        known; epoch): the batches the cleaner keeps, if only empty, so that the producer
+        state rebuilt from the log keeps every active producer (Kafka's
+        lastRecordsOfActiveProducers)."""
+        with self._lock:
+            return {producer_id: (entry.batches[-1].last_offset if entry.batches else None,
+                                  entry.epoch)
+                    for producer_id, entry in self.producer_state.producers.items()}
+
+    @_io_guarded
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
+                         on_step: Callable[[str], None] | None = None) -> bool:
+        """Swaps the cleaner's output `cleaned` (files `*.cleaned`, flushed) in for the
+        segments `old` (Kafka's replaceSegments). Returns False, deleting `cleaned`, when the
+        log changed meanwhile (a truncation, retention or deletion removed one of `old`).
+
+        Crash safety: `.cleaned` -> `.swap` (durable) marks the output complete; the old
+        segments are then renamed `.deleted` and the swap file takes their place. The loader
+        deletes `.cleaned` leftovers and completes any `.swap` (see `loader`). Readers see the
+        old or the new segment list (one attribute swap); the old files stay open until
+        `file.delete.delay.ms` so reads already handed out finish."""
+        step = on_step or (lambda _name: None)
+        with self._lock:
+            current = {id(segment) for segment in self._segments}
+            if self._closed or not old or any(id(s) not in current for s in old) \
+                    or old[-1] is self._segments[-1]:
+                cleaned.delete()
+                return False
+            cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            step("swap")
+            self._retire(old)
+            step("old_deleted")
+            cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+            doomed = {id(segment) for segment in old}
+            replaced: list[LogSegment] = []
+            for segment in self._segments:
+                if id(segment) == id(old[0]):
+                    replaced.append(cleaned)
+                elif id(segment) not in doomed:
+                    replaced.append(segment)
+            self._set_segments(tuple(replaced))
+            self._truncations += 1  # cached batch positions may point into replaced files
+            fsync_dir(self.dir)
+            step("swapped")
+            return True
 
     def _retire(self, doomed: list[LogSegment]) -> None:
         # Open handles survive the rename, so in-flight reads finish; files go after the delay.

@@ -5,6 +5,9 @@ Per log dir: `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 only after a clean close; removed once the logs are loaded) and a `.lock` file held with flock
 so two brokers cannot share a dir.
 
+The log cleaner (`cleaner.LogCleaner`, `log.cleaner.*`) compacts `cleanup.policy=compact`
+logs on its own threads and keeps `cleaner-offset-checkpoint` per log dir.
+
 Periodic work (retention, time-based flushes, checkpoints, producer-id expiration, delayed
 file deletion) runs from
 `tick(now_ms)`, which the broker calls from a worker thread: it may fsync.
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Self
 
 from odradek.protocol.types import TopicPartition
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -96,7 +100,8 @@ class LogManager:
                  producer_id_expiration_check_interval_ms: int = 600_000,
                  inline_flush: bool = True,
                  excluded_topics: Iterable[str] = (),
-                 dir_failures: LogDirFailureChannel | None = None) -> None:
+                 dir_failures: LogDirFailureChannel | None = None,
+                 cleaner_config: CleanerConfig | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         # Where every log reports an I/O error on its directory (a new channel if none given).
         self.dir_failures = dir_failures or LogDirFailureChannel()
@@ -135,6 +140,13 @@ class LogManager:
             self._lock_dir(directory)
         self.load_seconds = 0.0
         self._load_logs()
+        # The log cleaner (compacted topics) runs on its own threads once the logs are loaded;
+        # none without a cleaner config (tests of other parts) or with log.cleaner.enable=false.
+        self.cleaner: LogCleaner | None = None
+        if cleaner_config is not None and cleaner_config.enable_cleaner \
+                and cleaner_config.num_threads > 0:
+            self.cleaner = LogCleaner(cleaner_config, self._logs_with_dirs, self.clock)
+            self.cleaner.start()
 
     # -- startup ---------------------------------------------------------------------------
     def _lock_dir(self, directory: Path) -> None:
@@ -200,6 +212,10 @@ class LogManager:
             (directory / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
         self.load_seconds = (self.clock() - started) / 1000
 
+    def _logs_with_dirs(self) -> dict[TopicPartition, tuple[Path, Log]]:
+        with self._lock:
+            return {key: (self._dir_of[key], log) for key, log in self._logs.items()}
+
     # -- configs ---------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
         if topic in self._topic_config_overrides:
@@ -216,6 +232,8 @@ class LogManager:
             for (log_topic, _), log in self._logs.items():
                 if log_topic == topic:
                     log.update_config(config)
+        if self.cleaner is not None and config.compact:
+            self.cleaner.wake_up()
 
     # -- logs ------------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -395,6 +413,8 @@ class LogManager:
                 return
             self._closed = True
             logs = list(self._logs.values())
+        if self.cleaner is not None:
+            self.cleaner.shutdown()  # a cleaning in progress finishes or aborts first
         workers = self.recovery_threads_per_data_dir * len(self.log_dirs)
         with ThreadPoolExecutor(max_workers=max(workers, 4),
                                 thread_name_prefix="log-close") as pool:

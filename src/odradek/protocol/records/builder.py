@@ -9,6 +9,7 @@ from odradek.protocol.primitives import _SMALL_UVARINTS, write_uvarint, write_va
 from odradek.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     CONTROL_FLAG_MASK,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -71,6 +72,7 @@ class RecordBatchBuilder:
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
         compression: Compression = Compression.NONE,
         compression_level: int | None = None,
+        delete_horizon_ms: int | None = None,
     ) -> None:
         self.base_offset = base_offset
         self.producer_id = producer_id
@@ -88,8 +90,14 @@ class RecordBatchBuilder:
         self.size_estimate = BATCH_HEADER_SIZE
         self._count = 0
         self._last_offset_delta = -1
-        self._base_timestamp: int | None = None
+        # KIP-534: the log cleaner's delete horizon is carried in baseTimestamp (flagged in the
+        # attributes); record timestamps are then deltas from it.
+        self.delete_horizon_ms = delete_horizon_ms
+        self._base_timestamp: int | None = delete_horizon_ms
         self._max_timestamp = NO_TIMESTAMP
+        #: a rewrite (the log cleaner) keeps the original batch's last offset even when its last
+        #: records are gone, so the producer's last sequence stays derivable from the header
+        self.last_offset_override: int | None = None
 
     @property
     def records_count(self) -> int:
@@ -206,6 +214,11 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_FLAG_MASK
         if self.is_control:
             attributes |= CONTROL_FLAG_MASK
+        if self.delete_horizon_ms is not None:
+            attributes |= DELETE_HORIZON_FLAG_MASK
+        last_offset_delta = max(self._last_offset_delta, 0)
+        if self.last_offset_override is not None:
+            last_offset_delta = max(last_offset_delta, self.last_offset_override - self.base_offset)
         size = BATCH_HEADER_SIZE + len(records)
         out = bytearray(size)
         HEADER_STRUCT.pack_into(
@@ -217,7 +230,7 @@ class RecordBatchBuilder:
             MAGIC_V2,
             0,  # crc, computed below
             attributes,
-            max(self._last_offset_delta, 0),
+            last_offset_delta,
             NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
             self._max_timestamp,
             self.producer_id,

@@ -1,0 +1,688 @@
+"""The log cleaner: compaction of `cleanup.policy=compact` logs (Kafka's LogCleaner, Cleaner,
+LogCleanerManager and CleanerConfig).
+
+One cleaning of a log:
+1. The dirty section is [first dirty offset, first uncleanable offset): from the log's entry in
+   the `cleaner-offset-checkpoint` of its log dir (or the log start offset) up to the lowest of
+   the active segment's base offset, the last stable offset (which is at most the high
+   watermark) and the base offset of the first segment with a record newer than
+   `min.compaction.lag.ms`.
+2. An `OffsetMap` of the latest offset of every key of the dirty section is built, bounded by
+   `log.cleaner.dedupe.buffer.size / log.cleaner.threads` and the load factor; when it fills
+   up, only the prefix it covers is cleaned this time (the checkpoint advances that far).
+   Records of aborted transactions are not mapped.
+3. Every segment below the map's end, clean ones included, is rewritten, in groups whose total
+   log and index sizes fit one segment (Kafka's groupSegmentsBySize), into one `.cleaned`
+   segment per group: a record is kept when no later offset of its key is mapped, and a
+   tombstone (null value) only until the delete horizon of its batch (KIP-534: the first
+   cleaning that keeps a tombstone stamps the batch with `now + delete.retention.ms`; a later
+   cleaning past that time drops it). Kept records stay in their batch, at their offset, with
+   the batch's attributes, producer id/epoch, base sequence, last offset and codec
+   (MemoryRecords.filterTo); a batch left without records is dropped, unless it is the last
+   batch of an active producer or of the cleaned range (kept empty). Records of aborted
+   transactions go; a COMMIT/ABORT marker goes once no data of its transaction remains and
+   its own delete horizon has passed.
+4. The group's output is swapped in (`Log.replace_segments`: `.cleaned` -> `.swap` -> live), so
+   a crash at any point leaves a valid log (the loader deletes `.cleaned` files and completes
+   `.swap` ones).
+
+`LogCleaner` runs `log.cleaner.threads` threads that each take the dirtiest compacted log
+(dirty ratio above `min.cleanable.dirty.ratio`, or older than `max.compaction.lag.ms`), clean
+it, and record the new first dirty offset in the checkpoint; with nothing to do they wait
+`log.cleaner.backoff.ms`. Cleaning reads only inactive segments without the log's lock; appends
+go on meanwhile (they only touch the active segment), and the swap takes the lock briefly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.records import (
+    BATCH_HEADER_SIZE,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    ControlRecordType,
+    RecordBatchBuilder,
+    TimestampType,
+    decode_control_key,
+    decode_records,
+    write_crc,
+)
+from odradek.protocol.records.batch import HEADER_STRUCT, LOG_OVERHEAD, MAGIC_V2
+from odradek.storage.checkpoint import OffsetCheckpointFile
+from odradek.storage.log import Log
+from odradek.storage.offset_map import OffsetMap
+from odradek.storage.segment import CLEANED_SUFFIX, LogSegment
+from odradek.storage.txn_index import AbortedTxn
+
+logger = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+INT32_MAX = 0x7FFFFFFF
+_DOUBLE_MAX = 1.7976931348623157e308
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """The broker's `log.cleaner.*` settings (Kafka's CleanerConfig)."""
+
+    num_threads: int = 1
+    dedupe_buffer_size: int = 134_217_728
+    dedupe_buffer_load_factor: float = 0.9
+    io_buffer_size: int = 524_288
+    max_io_bytes_per_second: float = _DOUBLE_MAX
+    backoff_ms: int = 15_000
+    enable_cleaner: bool = True
+
+    @classmethod
+    def from_broker_config(cls, get: Callable[[str], Any]) -> CleanerConfig:
+        return cls(num_threads=int(get("log.cleaner.threads")),
+                   dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size")),
+                   dedupe_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor")),
+                   io_buffer_size=int(get("log.cleaner.io.buffer.size")),
+                   max_io_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second")),
+                   backoff_ms=int(get("log.cleaner.backoff.ms")),
+                   enable_cleaner=bool(get("log.cleaner.enable")))
+
+
+class Throttler:
+    """Sleeps so the bytes reported stay under `rate` bytes/second (Kafka's Throttler: the
+    rate is checked every `check_interval_ms`)."""
+
+    def __init__(self, rate: float, check_interval_ms: int = 300,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate
+        self.check_interval_s = check_interval_ms / 1000
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._period_start = clock()
+        self._observed = 0.0
+
+    def maybe_throttle(self, observed: int) -> None:
+        if self.rate >= _DOUBLE_MAX:
+            return
+        with self._lock:
+            self._observed += observed
+            elapsed = self._clock() - self._period_start
+            if elapsed < self.check_interval_s:
+                return
+            if self._observed / elapsed > self.rate:
+                self._sleep(self._observed / self.rate - elapsed)
+            self._period_start = self._clock()
+            self._observed = 0.0
+
+
+@dataclass
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    map_bytes_read: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    map_messages_read: int = 0
+    invalid_messages: int = 0
+    buffer_utilization: float = 0.0
+
+
+@dataclass
+class _AbortedTxnState:
+    txn: AbortedTxn
+    last_observed_batch_offset: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """Which transactions the cleaner is inside, as it walks the log in offset order (Kafka's
+    CleanedTransactionMetadata): decides which batches belong to aborted transactions and when
+    a marker may go, and collects the aborted transactions the cleaned txn index keeps."""
+
+    def __init__(self) -> None:
+        self._pending: list[AbortedTxn] = []  # sorted by first offset
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
+        self.cleaned_index_entries: list[AbortedTxn] | None = None
+
+    def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
+        known = {(t.producer_id, t.first_offset) for t in self._pending}
+        self._pending += [t for t in txns if (t.producer_id, t.first_offset) not in known]
+        self._pending.sort(key=lambda t: t.first_offset)
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            txn = self._pending.pop(0)
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
+
+    def on_control_batch_read(self, header: BatchHeader, control_type: ControlRecordType | None
+                              ) -> bool:
+        """True when the marker may be discarded (no data of its transaction was met)."""
+        self._consume_aborted_up_to(header.last_offset)
+        producer_id = header.producer_id
+        if control_type is ControlRecordType.ABORT:
+            state = self._ongoing_aborted.pop(producer_id, None)
+            if state is not None and state.last_observed_batch_offset is not None:
+                # Kept until the aborted batches are gone; readers still need its index entry.
+                if self.cleaned_index_entries is not None:
+                    self.cleaned_index_entries.append(state.txn)
+                return False
+            return True
+        if control_type is ControlRecordType.COMMIT:
+            if producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, header: BatchHeader) -> bool:
+        """True when the data batch belongs to an aborted transaction (to be discarded)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        state = self._ongoing_aborted.get(header.producer_id)
+        if state is not None:
+            state.last_observed_batch_offset = header.last_offset
+            return True
+        self._ongoing_committed.add(header.producer_id)
+        return False
+
+
+def _control_type(view: memoryview, header: BatchHeader) -> ControlRecordType | None:
+    for record in decode_records(view, 0, header):
+        try:
+            return decode_control_key(record[2])
+        except Exception:  # an unknown control record: kept, like Kafka's UNKNOWN
+            return None
+    return None
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """A batch header with no records that keeps the batch's offsets and producer fields
+    (Kafka's writeEmptyHeader): the producer state read back from the log stays the same."""
+    attributes = header.attributes & 0x38  # timestamp type, transactional, control; no codec
+    out = bytearray(BATCH_HEADER_SIZE)
+    HEADER_STRUCT.pack_into(out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD,
+                            header.partition_leader_epoch, MAGIC_V2, 0, attributes,
+                            header.last_offset_delta, header.max_timestamp,
+                            header.max_timestamp, header.producer_id, header.producer_epoch,
+                            header.base_sequence, 0)
+    write_crc(out, 0, BATCH_HEADER_SIZE)
+    return bytes(out)
+
+
+class CleaningAbortedError(Exception):
+    """The log changed under the cleaner (truncated, deleted, closed): nothing was swapped."""
+
+
+class Cleaner:
+    """Cleans one log at a time (one per cleaner thread, with its own offset map)."""
+
+    def __init__(self, config: CleanerConfig | None = None, *,
+                 throttler: Throttler | None = None,
+                 on_step: Callable[[str], None] | None = None) -> None:
+        self.config = config or CleanerConfig()
+        memory = self.config.dedupe_buffer_size // max(self.config.num_threads, 1)
+        self.offset_map = OffsetMap(memory, self.config.dedupe_buffer_load_factor)
+        self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
+        # Test hook: called with "cleaned" (a group's output written and flushed), "swap",
+        # "old_deleted", "swapped" (see Log.replace_segments).
+        self.on_step = on_step
+
+    def _step(self, name: str) -> None:
+        if self.on_step is not None:
+            self.on_step(name)
+
+    # -- one cleaning ----------------------------------------------------------------------
+    def clean(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int,
+              now_ms: int, stats: CleanerStats | None = None) -> int:
+        """Cleans the log below `first_uncleanable_offset`; returns the new first dirty offset
+        (the end of what the offset map covered)."""
+        stats = stats or CleanerStats()
+        offset_map = self.offset_map
+        self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
+        end_offset = offset_map.latest_offset + 1
+        if end_offset <= first_dirty_offset:
+            return first_dirty_offset
+        transactions = CleanedTransactionMetadata()
+        segments = [s for s in log.log_segments()[:-1] if s.base_offset < end_offset]
+        for group in self.group_segments_by_size(segments, log.config.segment_bytes,
+                                                 log.config.segment_index_bytes,
+                                                 first_uncleanable_offset):
+            self._clean_segments(log, group, now_ms, stats, transactions,
+                                 first_uncleanable_offset)
+        stats.buffer_utilization = offset_map.utilization
+        return end_offset
+
+    def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
+        offset_map = self.offset_map
+        offset_map.clear()
+        segments = [s for s in log.log_segments()
+                    if s.base_offset < end and s is not log.active_segment]
+        segments = [s for i, s in enumerate(segments)
+                    if i + 1 == len(segments) or segments[i + 1].base_offset > start]
+        transactions = CleanedTransactionMetadata()
+        transactions.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+        for index, segment in enumerate(segments):
+            next_start = segments[index + 1].base_offset if index + 1 < len(segments) else end
+            if self._map_segment(segment, start, end, transactions, stats):
+                return  # full: the map covers a prefix
+            offset_map.update_latest_offset(next_start - 1)
+
+    def _map_segment(self, segment: LogSegment, start: int, end: int,
+                     transactions: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+        offset_map = self.offset_map
+        found = segment.translate_offset(start) if start > segment.base_offset else None
+        begin = found[0] if found is not None else 0
+        for position, header, view in segment.iter_valid_batches(segment.size):
+            if position < begin:
+                continue
+            if header.base_offset >= end:
+                break
+            self.throttler.maybe_throttle(header.size)
+            stats.map_bytes_read += header.size
+            if header.is_control:
+                transactions.on_control_batch_read(header, _control_type(view, header))
+            elif not transactions.on_batch_read(header):
+                for record in decode_records(view, 0, header):
+                    key = record[2]
+                    if key is not None and record[0] >= start:
+                        if offset_map.is_full:
+                            return True
+                        offset_map.put(key, record[0])
+                    stats.map_messages_read += 1
+            if header.last_offset >= start:
+                offset_map.update_latest_offset(header.last_offset)
+        return False
+
+    @staticmethod
+    def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,
+                               first_uncleanable_offset: int) -> list[list[LogSegment]]:
+        """Consecutive segments whose total log size and index sizes each fit one segment, and
+        whose offsets fit one segment's 32-bit relative offsets (Kafka's groupSegmentsBySize)."""
+        groups: list[list[LogSegment]] = []
+        index = 0
+        while index < len(segments):
+            group = [segments[index]]
+            log_size = group[0].size
+            index_size = group[0].offset_index.size_in_bytes
+            time_index_size = group[0].time_index.size_in_bytes
+            index += 1
+            while index < len(segments):
+                candidate = segments[index]
+                last_offset = (segments[index + 1].base_offset - 1 if index + 1 < len(segments)
+                               else first_uncleanable_offset - 1)
+                if not (log_size + candidate.size <= max_size
+                        and index_size + candidate.offset_index.size_in_bytes <= max_index_size
+                        and time_index_size + candidate.time_index.size_in_bytes
+                        <= max_index_size
+                        and (candidate.size == 0
+                             or last_offset - group[0].base_offset <= INT32_MAX)):
+                    break
+                group.append(candidate)
+                log_size += candidate.size
+                index_size += candidate.offset_index.size_in_bytes
+                time_index_size += candidate.time_index.size_in_bytes
+                index += 1
+            groups.append(group)
+        return groups
+
+    def _clean_segments(self, log: Log, group: list[LogSegment], now_ms: int,
+                        stats: CleanerStats, transactions: CleanedTransactionMetadata,
+                        upper_bound_offset: int) -> None:
+        config = log.config
+        base = group[0].base_offset
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            (log.dir / f"{base:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+        cleaned = LogSegment(log.dir, base, index_interval_bytes=config.index_interval_bytes,
+                             max_index_size=config.segment_index_bytes,
+                             created_ms=log.clock(), suffix=CLEANED_SUFFIX, active=True)
+        aborted_entries: list[AbortedTxn] = []
+        transactions.cleaned_index_entries = aborted_entries
+        last_records = log.last_records_of_active_producers()
+        try:
+            for index, segment in enumerate(group):
+                upper = (group[index + 1].base_offset if index + 1 < len(group)
+                         else segment.read_next_offset())
+                transactions.add_aborted_transactions(
+                    log.collect_aborted_transactions(segment.base_offset, upper))
+                self._clean_into(segment, cleaned, config.delete_retention_ms, now_ms, stats,
+                                 transactions, last_records, upper_bound_offset)
+            for txn in aborted_entries:
+                cleaned.txn_index.append(txn)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            modified = group[-1].last_modified_ms / 1000
+            os.utime(cleaned.log_path, (modified, modified))
+        except BaseException:
+            cleaned.delete()
+            raise
+        finally:
+            transactions.cleaned_index_entries = None
+        self._step("cleaned")
+        if not log.replace_segments(cleaned, group, self.on_step):
+            raise CleaningAbortedError(f"{log} changed while it was cleaned")
+
+    def _clean_into(self, source: LogSegment, dest: LogSegment, delete_retention_ms: int,
+                    now_ms: int, stats: CleanerStats, transactions: CleanedTransactionMetadata,
+                    last_records: Mapping[int, tuple[int | None, int]],
+                    upper_bound_offset: int) -> None:
+        offset_map = self.offset_map
+        out: list[bytes | memoryview] = []
+        batches: list[tuple[int, BatchHeader]] = []
+        written = 0
+
+        def emit(data: bytes | memoryview) -> None:
+            nonlocal written
+            header = BatchHeader.parse(data)
+            out.append(data)
+            batches.append((written, header))
+            written += header.size
+
+        for _position, header, view in source.iter_valid_batches(source.size):
+            self.throttler.maybe_throttle(header.size)
+            stats.bytes_read += header.size
+            stats.messages_read += header.records_count
+            if header.is_control:
+                can_discard = transactions.on_control_batch_read(header,
+                                                                 _control_type(view, header))
+                horizon = header.delete_horizon_ms
+                discard_records = can_discard and horizon is not None and horizon <= now_ms
+            else:
+                can_discard = transactions.on_batch_read(header)
+                discard_records = can_discard
+            last_of_producer = False
+            if header.producer_id != NO_PRODUCER_ID and header.producer_id in last_records:
+                last_data_offset, epoch = last_records[header.producer_id]
+                last_of_producer = (header.last_offset == last_data_offset
+                                    if last_data_offset is not None
+                                    else header.is_control and header.producer_epoch == epoch)
+            retain_empty = last_of_producer or header.next_offset == upper_bound_offset
+            records = decode_records(view, 0, header)
+            if discard_records:
+                kept: list[Any] = []
+            elif header.is_control:
+                kept = records
+            else:
+                kept = []
+                horizon = header.delete_horizon_ms
+                keep_deletes = horizon is None or now_ms < horizon
+                for record in records:
+                    offset, key, value = record[0], record[2], record[3]
+                    if offset > offset_map.latest_offset:
+                        kept.append(record)
+                    elif key is None:
+                        stats.invalid_messages += 1
+                    elif offset >= offset_map.get(key) and (value is not None or keep_deletes):
+                        kept.append(record)
+            contains_tombstones = not header.is_control and any(r[3] is None for r in kept)
+            marker_of_empty_txn = can_discard and header.is_control
+            needs_horizon = (contains_tombstones or marker_of_empty_txn) \
+                and not header.has_delete_horizon
+            if kept and len(kept) == len(records) and not needs_horizon:
+                emit(bytes(view))
+            elif kept:
+                horizon = header.delete_horizon_ms
+                if needs_horizon:
+                    horizon = now_ms + delete_retention_ms
+                emit(self._rebuild(header, kept, horizon))
+            elif retain_empty:
+                emit(_empty_batch(header))
+            else:
+                continue
+            stats.messages_written += len(kept)
+        if batches:
+            dest.append(out, batches)
+            stats.bytes_written += written
+            self.throttler.maybe_throttle(written)
+
+    @staticmethod
+    def _rebuild(header: BatchHeader, kept: list[Any], delete_horizon_ms: int | None) -> bytes:
+        """The kept records in a batch like the original (MemoryRecords'
+        buildRetainedRecordsInto): same base and last offset, attributes, producer fields,
+        leader epoch and codec."""
+        builder = RecordBatchBuilder(
+            base_offset=header.base_offset, producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+            is_transactional=header.is_transactional, is_control=header.is_control,
+            partition_leader_epoch=header.partition_leader_epoch,
+            timestamp_type=header.timestamp_type, compression=header.compression,
+            delete_horizon_ms=delete_horizon_ms)
+        for offset, timestamp, key, value, headers, *_ in kept:
+            builder.append(timestamp, key, value, headers, offset=offset)
+        builder.last_offset_override = header.last_offset
+        data = bytearray(builder.build())
+        if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            # The log append time is the batch's max timestamp, whatever records remain.
+            rebuilt = BatchHeader.parse(data)
+            rebuilt.max_timestamp = header.max_timestamp
+            rebuilt.pack_into(data)
+            write_crc(data, 0, len(data))
+        return bytes(data)
+
+
+@dataclass
+class LogToClean:
+    """A compacted log's cleanable section (Kafka's LogToClean)."""
+
+    key: tuple[str, int]
+    log: Log
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    need_compaction_now: bool = False
+    clean_bytes: int = field(init=False)
+    cleanable_bytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        segments = self.log.log_segments()
+        bases = [s.base_offset for s in segments]
+        # Cleaning stops at the start of the segment holding the first uncleanable offset.
+        holding = max(bisect.bisect_right(bases, self.first_uncleanable_offset) - 1, 0)
+        uncleanable_base = min(bases[holding], bases[-1])
+        self.first_uncleanable_offset = uncleanable_base
+        clean = dirty = 0
+        for index, segment in enumerate(segments):
+            next_base = bases[index + 1] if index + 1 < len(bases) else None
+            if segment.base_offset >= uncleanable_base:
+                break
+            if next_base is not None and next_base <= self.first_dirty_offset:
+                clean += segment.size
+            else:
+                dirty += segment.size
+        self.clean_bytes, self.cleanable_bytes = clean, dirty
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> tuple[int, int]:
+    """(first dirty offset, first uncleanable offset) (Kafka's cleanableOffsets)."""
+    log_start = log.log_start_offset
+    first_dirty = last_clean_offset if last_clean_offset is not None else log_start
+    if first_dirty < log_start or first_dirty > log.log_end_offset:
+        first_dirty = log_start  # truncated or reset: the whole log is dirty again
+    segments = log.log_segments()
+    bounds = [log.last_stable_offset, segments[-1].base_offset]
+    lag = max(log.config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for index, segment in enumerate(segments[:-1]):
+            if segments[index + 1].base_offset <= first_dirty:
+                continue
+            if segment.largest_timestamp > now_ms - lag:
+                bounds.append(segment.base_offset)
+                break
+    return first_dirty, max(first_dirty, min(bounds))
+
+
+def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
+    """How far past `max.compaction.lag.ms` the oldest dirty record is (0: not yet)."""
+    segments = log.log_segments()
+    first_timestamps = []
+    for index, segment in enumerate(segments[:-1]):
+        if segments[index + 1].base_offset <= first_dirty_offset:
+            continue
+        header = segment.first_batch_header()
+        if header is not None and header.max_timestamp > 0:
+            first_timestamps.append(header.max_timestamp)
+    if not first_timestamps:
+        return 0
+    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
+    earliest = min(first_timestamps)
+    return clean_until - earliest if earliest < clean_until else 0
+
+
+class LogCleaner:
+    """The cleaner threads and their bookkeeping (Kafka's LogCleaner + LogCleanerManager):
+    which logs are being cleaned, the per-dir `cleaner-offset-checkpoint` files."""
+
+    def __init__(self, config: CleanerConfig,
+                 logs: Callable[[], Mapping[tuple[str, int], tuple[Path, Log]]],
+                 clock: Callable[[], int], *, on_step: Callable[[str], None] | None = None,
+                 throttler: Throttler | None = None) -> None:
+        self.config = config
+        self._logs = logs
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._in_progress: set[tuple[str, int]] = set()
+        self._uncleanable: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self._wakeup = threading.Event()
+        self._threads: list[threading.Thread] = []
+        # One throttler for all threads, as Kafka shares it.
+        self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
+        self._on_step = on_step
+        self.last_stats: CleanerStats | None = None
+        self.runs = 0
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def _checkpoint(self, directory: Path) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(directory / CLEANER_CHECKPOINT)
+
+    def all_checkpoints(self) -> dict[tuple[str, int], int]:
+        result: dict[tuple[str, int], int] = {}
+        directories = {directory for directory, _ in self._logs().values()}
+        for directory in directories:
+            try:
+                result.update(self._checkpoint(directory).read())
+            except (ValueError, OSError) as error:
+                logger.warning("ignoring cleaner checkpoint of %s: %s", directory, error)
+        return result
+
+    def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int) -> None:
+        with self._lock:
+            live = {k for k, (d, _) in self._logs().items() if d == directory}
+            checkpoint = self._checkpoint(directory)
+            try:
+                current = checkpoint.read()
+            except (ValueError, OSError):
+                current = {}
+            current = {k: v for k, v in current.items() if k in live}
+            current[key] = offset
+            checkpoint.write(current)
+
+    # -- selection -------------------------------------------------------------------------
+    def grab_filthiest_log(self, now_ms: int) -> LogToClean | None:
+        checkpoints = self.all_checkpoints()
+        candidates = []
+        with self._lock:
+            for key, (_directory, log) in self._logs().items():
+                if not log.config.compact or key in self._in_progress \
+                        or key in self._uncleanable:
+                    continue
+                first_dirty, uncleanable = cleanable_offsets(log, checkpoints.get(key), now_ms)
+                delay = max_compaction_delay(log, first_dirty, now_ms)
+                candidate = LogToClean(key, log, first_dirty, uncleanable, delay > 0)
+                if candidate.total_bytes > 0 and (
+                        (candidate.need_compaction_now and candidate.cleanable_bytes > 0)
+                        or candidate.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
+                    candidates.append(candidate)
+            if not candidates:
+                return None
+            filthiest = max(candidates, key=lambda c: c.cleanable_ratio)
+            self._in_progress.add(filthiest.key)
+            return filthiest
+
+    def clean_filthiest_log(self, cleaner: Cleaner | None = None) -> bool:
+        """Cleans the dirtiest cleanable log, if any; returns whether one was cleaned."""
+        now = self.clock()
+        candidate = self.grab_filthiest_log(now)
+        if candidate is None:
+            return False
+        cleaner = cleaner or Cleaner(self.config, throttler=self.throttler,
+                                     on_step=self._on_step)
+        log = candidate.log
+        try:
+            stats = CleanerStats()
+            started = time.monotonic()
+            size_before = log.size_in_bytes
+            end_offset = cleaner.clean(log, candidate.first_dirty_offset,
+                                       candidate.first_uncleanable_offset, now, stats)
+            entry = self._logs().get(candidate.key)
+            if entry is not None and entry[1] is log:
+                self.update_checkpoint(entry[0], candidate.key, end_offset)
+            self.last_stats = stats
+            self.runs += 1
+            logger.info("cleaned %s up to offset %d in %.3fs: %d -> %d bytes, read %d "
+                        "messages, wrote %d", log, end_offset, time.monotonic() - started,
+                        size_before, log.size_in_bytes, stats.messages_read,
+                        stats.messages_written)
+        except CleaningAbortedError as error:
+            logger.info("cleaning aborted: %s", error)
+        except KafkaError as error:  # closed or failed log
+            logger.info("cleaning of %s stopped: %s", log, error)
+        except Exception:
+            # Kafka marks the partition uncleanable rather than retrying it forever.
+            logger.exception("cleaning of %s failed; the partition is marked uncleanable", log)
+            with self._lock:
+                self._uncleanable.add(candidate.key)
+        finally:
+            with self._lock:
+                self._in_progress.discard(candidate.key)
+        return True
+
+    # -- threads ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for number in range(self.config.num_threads):
+            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{number}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self) -> None:
+        cleaner = Cleaner(self.config, throttler=self.throttler, on_step=self._on_step)
+        while not self._stop.is_set():
+            try:
+                cleaned = self.clean_filthiest_log(cleaner)
+            except Exception:
+                logger.exception("log cleaner iteration failed")
+                cleaned = False
+            if not cleaned:
+                self._wakeup.wait(self.config.backoff_ms / 1000)
+                self._wakeup.clear()
+
+    def wake_up(self) -> None:
+        """Ends the threads' backoff now (a config change, tests)."""
+        self._wakeup.set()
+
+    def is_cleaning(self, key: tuple[str, int]) -> bool:
+        with self._lock:
+            return key in self._in_progress
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wakeup.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []

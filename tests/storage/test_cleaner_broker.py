@@ -1,0 +1,103 @@
+"""The log cleaner in a real broker process: a compacted topic written and read back by
+confluent-kafka, and __consumer_offsets kept small under repeated commits of one group."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from broker_process import BrokerProcess, wait_until  # noqa: E402
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+
+def log_bytes(directory: Path) -> int:
+    total = 0
+    for path in directory.glob("*.log"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:  # swapped by the cleaner meanwhile
+            pass
+    return total
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    process = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100",
+                                       "offsets.topic.num.partitions": "1",
+                                       "offsets.topic.segment.bytes": "8192"}).start()
+    yield process
+    process.stop()
+
+
+def test_compacted_topic_and_consumer_offsets_are_cleaned(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    # Written as a delete-policy topic, then made compacted at run time (IncrementalAlterConfigs).
+    futures = admin.create_topics([NewTopic("table", 1, 1, config={
+        "cleanup.policy": "delete", "segment.bytes": "8192"})])
+    futures["table"].result(30)
+    # Batches must fit a (small) segment: RECORD_LIST_TOO_LARGE otherwise.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                         "compression.type": "lz4", "batch.size": 2048})
+    errors: list[object] = []
+    expected: dict[bytes, bytes] = {}
+    for round_number in range(60):
+        for key_number in range(50):
+            key, value = b"key-%d" % key_number, b"value-%d-%d" % (key_number, round_number)
+            producer.produce("table", value * 4, key, headers=[("round", b"%d" % round_number)],
+                             on_delivery=lambda error, _message: errors.append(error))
+            expected[key] = value * 4
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert set(errors) == {None}
+    directory = broker.data_dir / "table-0"
+    size_after_produce = log_bytes(directory)
+    resource = ConfigResource(ResourceType.TOPIC, "table", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    # Every segment but the active one ends up with only the latest value of each key.
+    wait_until(lambda: log_bytes(directory) < size_after_produce / 5, 60,
+               message="the cleaner to compact table-0")
+    size_cleaned = log_bytes(directory)
+    print(f"table-0: {size_after_produce} bytes after produce, {size_cleaned} after cleaning")
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("table", 0, 0)])
+    latest: dict[bytes, bytes] = {}
+    read = 0
+    while True:
+        message = consumer.poll(10)
+        assert message is not None, "no end of partition"
+        if message.error():
+            assert message.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
+            break
+        latest[message.key()] = message.value()
+        read += 1
+    assert latest == expected
+    assert read < 60 * 50 / 4  # the compacted prefix holds one record per key
+
+    # One group committing over and over: __consumer_offsets stays a few segments.
+    for number in range(1500):
+        consumer.commit(offsets=[TopicPartition("table", 0, number)], asynchronous=False)
+    consumer.close()
+    offsets_dir = broker.data_dir / "__consumer_offsets-0"
+    segments = lambda: sorted(offsets_dir.glob("*.log"))  # noqa: E731
+    wait_until(lambda: log_bytes(offsets_dir) < 4 * 8192, 60,
+               message="the cleaner to compact __consumer_offsets")
+    print(f"__consumer_offsets-0 after 1500 commits: {log_bytes(offsets_dir)} bytes in "
+          f"{len(segments())} segments")
