@@ -163,22 +163,22 @@ def run(quick: bool = False, records: int | None = None) -> str:
     return "\n".join([
         "## Transactions",
         "",
-        f"`python -m bench transactions`{' --quick' if quick else ''}: {n:,} records of "
-        f"{RECORD_SIZE} B per side and round, {PARTITIONS} partitions, one broker, "
-        "confluent-kafka (librdkafka) producing and consuming; acks=all, linger.ms=5. "
-        f"Transactions commit every {TRANSACTION_MS} ms. Records/s per round; ratios are taken "
-        "within a round (method in `bench/transactions_bench.py`).",
+        (f"`python -m bench transactions`{' --quick' if quick else ''}: {n:,} records of "
+         f"{RECORD_SIZE} B per side and round, {PARTITIONS} partitions, one broker, "
+         "confluent-kafka (librdkafka) producing and consuming; acks=all, linger.ms=5. "
+         f"Transactions commit every {TRANSACTION_MS} ms. Records/s per round; ratios are "
+         "taken within a round (method in `bench/transactions_bench.py`)."),
         "",
         "| path | records/s per round | ratio per round | median ratio | goal |",
         "|---|---|---|---|---|",
         f"| idempotent produce | {per_round('idem')} | | | |",
-        f"| transactional produce ({TRANSACTION_MS} ms transactions) | {per_round('txn')} | "
-        f"{', '.join(f'{x:.2f}' for x in produce_ratios)} | "
-        f"{statistics.median(produce_ratios):.2f} | >= 0.8 |",
+        (f"| transactional produce ({TRANSACTION_MS} ms transactions) | {per_round('txn')} | "
+         f"{', '.join(f'{x:.2f}' for x in produce_ratios)} | "
+         f"{statistics.median(produce_ratios):.2f} | >= 0.8 |"),
         f"| read_uncommitted consume of the transactional topic | {per_round('ru')} | | | |",
-        f"| read_committed consume of the same | {per_round('rc')} | "
-        f"{', '.join(f'{x:.2f}' for x in consume_ratios)} | "
-        f"{statistics.median(consume_ratios):.2f} | |",
+        (f"| read_committed consume of the same | {per_round('rc')} | "
+         f"{', '.join(f'{x:.2f}' for x in consume_ratios)} | "
+         f"{statistics.median(consume_ratios):.2f} | |"),
         "",
     ])
 

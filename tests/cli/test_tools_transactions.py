@@ -56,7 +56,7 @@ def test_pretty_print_table_pads_every_cell_and_ends_it_with_a_tab(capsys):
 
 
 def test_describe_an_open_transaction(odradek_broker, open_transaction, capsys):
-    producer, topic, transactional_id = open_transaction
+    _producer, topic, transactional_id = open_transaction
     code, out, err = run_tool(capsys, "--bootstrap-server", odradek_broker.bootstrap,
                               "describe", "--transactional-id", transactional_id)
     assert code == 0, err

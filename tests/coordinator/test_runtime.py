@@ -290,7 +290,7 @@ def test_load_installs_only_if_still_current():
 
 def test_close_fails_what_is_pending():
     async def scenario():
-        runtime, log = owning([0])
+        runtime, _log = owning([0])
         write = runtime.write(0, [(b"k", b"v")], lambda: pytest.fail("applied"))
         await settle()
         await runtime.close()

@@ -110,6 +110,7 @@ def test_txn_offsets_are_visible_once_the_marker_commits(tmp_path, commit_versio
         assert await fetch_stable(node, fetch_version) == {0: (ErrorCode.NONE, 42),
                                                           1: (ErrorCode.NONE, -1)}
         error, offsets = coordinator.fetch_offsets(GROUP, None)
+        assert error == ErrorCode.NONE
         (offset,) = offsets.values()
         assert (offset.offset, offset.metadata, offset.leader_epoch) == (
             42, "txn", 4 if commit_version >= 2 else -1)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import pytest
 from storage_helpers import FakeClock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import wait_until  # noqa: E402
+from broker_process import wait_until
 
 from odradek.protocol.records import (
     BatchHeader,

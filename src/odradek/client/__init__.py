@@ -89,11 +89,10 @@ from odradek.client.types import (
 
 __all__ = [
     "ADMIN_CONFIG",
-    "AbortTransactionSpec",
     "COMMON_CONFIG",
     "CONSUMER_CONFIG",
     "PRODUCER_CONFIG",
-    "PreparedTransaction",
+    "AbortTransactionSpec",
     "Admin",
     "AdminClient",
     "AlterConfigOp",
@@ -136,6 +135,7 @@ __all__ = [
     "OffsetSpec",
     "OffsetStore",
     "PartitionMetadata",
+    "PreparedTransaction",
     "Producer",
     "ProducerState",
     "RecordFuture",

@@ -34,6 +34,7 @@ from odradek.coordinator.records import (
 )
 from odradek.coordinator.runtime import Appender, CoordinatorRuntime, append_error
 from odradek.protocol.errors import ErrorCode, KafkaError
+
 # java_string_hashcode and kafka_abs are part of this module's (and the package's) names.
 from odradek.protocol.java import java_string_hashcode, kafka_abs
 from odradek.protocol.records import Compression, build_control_batch

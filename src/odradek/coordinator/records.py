@@ -27,8 +27,7 @@ from odradek.coordinator.group import (
     OffsetAndMetadata,
     TopicPartition,
 )
-# build_batch lives in the runtime; imported here too for the writers of offsets records.
-from odradek.coordinator.runtime import Record, build_batch  # noqa: F401
+from odradek.coordinator.runtime import Record
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError
 from odradek.protocol.records import (

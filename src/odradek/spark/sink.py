@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 from odradek.client.accumulator import ProduceResult
-from odradek.client.errors import KafkaError
-from odradek.client.partitioner import partition_for_key
 from odradek.client.admin import ADMIN_CONFIG, Admin
 from odradek.client.admin_transactions import TransactionDescription
+from odradek.client.errors import KafkaError
+from odradek.client.partitioner import partition_for_key
 from odradek.client.producer import PRODUCER_CONFIG, Producer, _compression_level
 from odradek.client.transactions import PreparedTransaction
 from odradek.client.types import TopicPartition

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Self
 
 from odradek.protocol.types import TopicPartition
-from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.checkpoint import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -40,6 +39,7 @@ from odradek.storage.checkpoint import (
     atomic_write,
     fsync_dir,
 )
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.dir_failure import LogDirFailureChannel
 from odradek.storage.log import Log, log_dir_name, parse_topic_partition

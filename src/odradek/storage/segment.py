@@ -163,7 +163,7 @@ class LogSegment:
         if handle is None:
             with self._file_lock:
                 if self._file is None:
-                    self._file = open(self.log_path, "r+b", buffering=0)  # noqa: SIM115
+                    self._file = open(self.log_path, "r+b", buffering=0)
                 handle = self._file
         return handle
 

@@ -155,7 +155,7 @@ class RecordBatchBuilder:
         records += length_part
         records += body
         self.size_estimate += len(length_part) + length
-        if timestamp > self._max_timestamp:  # noqa: PLR1730 (cheaper than max() here)
+        if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         self._count += 1
         self._last_offset_delta = offset_delta

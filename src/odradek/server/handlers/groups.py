@@ -271,7 +271,6 @@ class GroupApis:
     def offset_fetch(self, ctx: RequestContext, req: m.OffsetFetchRequest):
         version = ctx.api_version
         R = m.OffsetFetchResponse
-        coordinator = self.coordinator
         if version >= 8:
             groups_out = []
             for group in req.groups:
