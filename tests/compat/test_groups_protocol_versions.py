@@ -64,8 +64,8 @@ def test_find_coordinator_versions(broker):
             ("a", 1, 0), ("b", 1, 0)]
         txn = await c.send(m.FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]),
                            api_version=5)
-        assert txn.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert txn.coordinators[0].node_id == -1
+        # The transaction coordinator: __transaction_state's leader for the id's partition.
+        assert [(x.key, x.node_id, x.error_code) for x in txn.coordinators] == [("tx", 1, 0)]
         bad = await c.send(m.FindCoordinatorRequest(key="x", key_type=7), api_version=3)
         assert bad.error_code == ErrorCode.INVALID_REQUEST
 
