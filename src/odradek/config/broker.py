@@ -239,7 +239,7 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "How long the coordinator waits for more members before the first rebalance of a new group."),
     ("group.max.size", _I, INT_MAX, at_least(1), _MEDIUM, _RO,
      "Maximum number of members of one group."),
-    ("group.coordinator.rebalance.protocols", _LST, ["classic"], one_of("classic", "consumer"),
+    ("group.coordinator.rebalance.protocols", _LST, ["classic", "consumer"], one_of("classic", "consumer"),
      _MEDIUM, _RO, "Enabled rebalance protocols ('classic' is required)."),
     ("group.coordinator.threads", _I, 1, at_least(1), _MEDIUM, _RO,
      "Threads of the new group coordinator."),

@@ -155,6 +155,14 @@ class Group:
     join_timer: Any = None
     sync_timer: Any = None
     initial_delay_active: bool = False
+    #: the KIP-848 consumer group state when this is a consumer-protocol group (a
+    #: `consumer_group.ConsumerGroup`); None for a classic group
+    consumer: Any = None
+
+    @property
+    def group_type(self) -> str:
+        """What ListGroups says: `consumer` (KIP-848) or `classic`."""
+        return "consumer" if self.consumer is not None else "classic"
 
     # -- state
     def is_state(self, *states: GroupState) -> bool:
@@ -295,6 +303,8 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members of a consumer group subscribe to; None when unknown."""
+        if self.consumer is not None:
+            return self.consumer.subscribed_topic_names()
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None \
                 or not self.members:
             return None

@@ -26,6 +26,13 @@ from functools import partial
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock, TimerHandle
+from odradek.coordinator.consumer_assignment import assignor_names
+from odradek.coordinator.consumer_group_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    TopicsView,
+    consumer_group_tombstones,
+)
 from odradek.coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
@@ -56,6 +63,8 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
     max_metadata_size: int = 4096  # offset.metadata.max.bytes
+    #: KIP-848 consumer groups (group.consumer.*)
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
 
     @classmethod
     def from_properties(cls, get: Callable[[str], Any]) -> GroupConfig:
@@ -67,6 +76,11 @@ class GroupConfig:
             offsets_retention_ms=int(get("offsets.retention.minutes")) * 60_000,
             offsets_retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
             max_metadata_size=int(get("offset.metadata.max.bytes")),
+            consumer=ConsumerGroupConfig(
+                session_timeout_ms=int(get("group.consumer.session.timeout.ms")),
+                heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms")),
+                max_size=int(get("group.consumer.max.size")),
+                assignors=tuple(assignor_names(_as_list(get("group.consumer.assignors"))))),
         )
 
 
@@ -139,6 +153,7 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 LeavingMember = tuple[str, str | None]  # (member id or "", group instance id)
@@ -152,11 +167,14 @@ TransactionVerifier = Callable[[int, str, int, int], Awaitable[ErrorCode]]
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, topics: TopicsView = dict) -> None:
         self.config = config
         self.manager = manager
         self.clock = clock
         self._active = False
+        #: KIP-848 consumer groups (ConsumerGroupHeartbeat), in the same groups and partitions
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config.consumer, manager, topics, clock=clock, is_active=lambda: self._active)
         self._expiration_timer: TimerHandle | None = None
         #: background work (partition loads, periodic expirations), cancelled on close
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -188,6 +206,7 @@ class GroupCoordinator:
         for partition in [*self.manager.owned, *self.manager.loading]:
             self.resign(partition)
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.consumer_groups.close()
         await self.manager.runtime.close()
 
     def elect(self, partition: int, log_: Any) -> asyncio.Future[Any]:
@@ -214,6 +233,7 @@ class GroupCoordinator:
             # Members loaded with the group must heartbeat within their session timeout.
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
+        self.consumer_groups.on_loaded(groups)
 
     def resign(self, partition: int) -> None:
         """This broker no longer leads offsets partition `partition`."""
@@ -221,6 +241,7 @@ class GroupCoordinator:
             self._drop_group(group, ErrorCode.NOT_COORDINATOR)
 
     def _drop_group(self, group: Group, error: ErrorCode) -> None:
+        self.consumer_groups.on_unloaded(group)
         for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
             if timer is not None:
                 timer.cancel()
@@ -270,6 +291,13 @@ class GroupCoordinator:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
             group = self.manager.add_group(Group(request.group_id,
                                                  state_timestamp_ms=self.time_ms()))
+        if group.consumer is not None:
+            if not group.consumer.is_empty:
+                # Classic members in a consumer group (online downgrade, mixed groups) are
+                # not supported: Kafka's answer when group.consumer.migration.policy forbids
+                # them.
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            group = self._convert_to_classic(group)
         if not self._accepts_joining_member(group, request.member_id):
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
         if is_unknown:
@@ -282,6 +310,19 @@ class GroupCoordinator:
             return outcome
         # Shielded: a closed connection must not cancel the group's bookkeeping.
         return await asyncio.shield(outcome)
+
+    def _convert_to_classic(self, group: Group) -> Group:
+        """An empty consumer group becomes a classic group (its records tombstoned, its
+        offsets kept), as Kafka replaces an empty group of the other type on a join."""
+        classic = Group(group.group_id, state_timestamp_ms=self.time_ms(),
+                        offsets=group.offsets,
+                        pending_offset_commits=group.pending_offset_commits,
+                        pending_txn_offsets=group.pending_txn_offsets,
+                        txn_offsets_in_flight=group.txn_offsets_in_flight)
+        self.manager.remove_group(group)
+        self.manager.add_group(classic)
+        self.manager.write_tombstones(group.group_id, consumer_group_tombstones(group))
+        return classic
 
     def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
         """Kafka's acceptJoiningMember (group.max.size)."""
@@ -781,13 +822,16 @@ class GroupCoordinator:
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                              generation_id: int,
                              offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                             ) -> dict[TopicPartition, ErrorCode]:
+                             api_version: int = 9) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: answers once the offsets are committed (or failed to be); they are
         visible to OffsetFetch from then on."""
         group, error = self._group_for_commit(group_id, member_id, group_instance_id,
-                                              generation_id, transactional=False)
+                                              generation_id, transactional=False,
+                                              api_version=api_version)
         if group is None:
             return dict.fromkeys(offsets, error)
+        if group.consumer is not None:
+            return await self._store(offsets, partial(self.manager.store_offsets, group))
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # Commits stay allowed while preparing: eager consumers commit before rejoining.
             self._schedule_heartbeat(group, group.members[member_id])
@@ -827,7 +871,7 @@ class GroupCoordinator:
                                                   producer_id, producer_epoch))
 
     def _group_for_commit(self, group_id: str, member_id: str, group_instance_id: str | None,
-                          generation_id: int, *, transactional: bool,
+                          generation_id: int, *, transactional: bool, api_version: int = 9,
                           ) -> tuple[Group | None, ErrorCode]:
         """The group an (Txn)OffsetCommit writes to (a simple group is created for a commit
         without a generation), or None and the error for every partition."""
@@ -840,6 +884,11 @@ class GroupCoordinator:
                 return None, ErrorCode.ILLEGAL_GENERATION
             # A group that uses Kafka only to store offsets (assign mode, tools).
             group = self.manager.add_group(Group(group_id, state_timestamp_ms=self.time_ms()))
+        if group.consumer is not None:
+            # generation_id_or_member_epoch is the member epoch (Kafka's ConsumerGroup).
+            error = self.consumer_groups.check_offset_commit(
+                group, member_id, generation_id, api_version, transactional)
+            return (group, error) if error == ErrorCode.NONE else (None, error)
         error = self._check_offset_commit(group, member_id, group_instance_id, generation_id,
                                           transactional)
         if error != ErrorCode.NONE:
@@ -1027,7 +1076,9 @@ class GroupCoordinator:
         if error != ErrorCode.NONE:
             return error, dead
         group = self.manager.get_group(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
+            # A consumer group is described by ConsumerGroupDescribe; DescribeGroups sees no
+            # classic group under its id.
             return ErrorCode.NONE, dead
         stable = group.state == GroupState.STABLE
         members = [
@@ -1046,12 +1097,15 @@ class GroupCoordinator:
         wanted = {state.lower() for state in states}
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading \
             else ErrorCode.NONE
-        out = [
-            GroupOverview(group.group_id, group.protocol_type or "", group.state.value)
-            for group in self.manager.groups.values()
-            if group.state != GroupState.DEAD
-            and (not wanted or group.state.value.lower() in wanted)
-        ]
+        out = []
+        for group in self.manager.groups.values():
+            if group.state == GroupState.DEAD:
+                continue
+            state = group.consumer.state().value if group.consumer is not None \
+                else group.state.value
+            if not wanted or state.lower() in wanted:
+                out.append(GroupOverview(group.group_id, group.protocol_type or "", state,
+                                         group.group_type))
         return error, out
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
@@ -1084,3 +1138,9 @@ def _txn_partitions(group: Group) -> list[TopicPartition]:
     """The partitions with offsets in the group's open transactions."""
     return [tp for by_producer in (group.pending_txn_offsets, group.txn_offsets_in_flight)
             for offsets in by_producer.values() for tp in offsets]
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [item for item in value.split(",") if item.strip()]
+    return list(value)

@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.coordinator.consumer_group import group_tombstones
 from odradek.coordinator.group import Group, GroupState, OffsetAndMetadata, TopicPartition
 from odradek.coordinator.records import (
     LoadedPartition,
@@ -263,6 +264,16 @@ class GroupMetadataManager:
 
         return self._write(group.group_id, [group_record(group, assignment)], stored, failed)
 
+    def write_tombstones(self, group_id: str, records: list[Record]) -> asyncio.Future[ErrorCode]:
+        """Writes records that only delete (a group changing type); failures are logged."""
+        if not records:
+            return _settled(ErrorCode.NONE)
+
+        def failed(error: ErrorCode) -> None:
+            log.warning("could not write tombstones for group %s: %s", group_id, error.name)
+
+        return self._write(group_id, records, lambda: None, failed)
+
     def store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata],
                       ) -> asyncio.Future[ErrorCode]:
         """Persists `offsets` (one batch: all or nothing); they are applied to the group, and
@@ -403,7 +414,10 @@ class GroupMetadataManager:
             group.transition_to(GroupState.DEAD, self.time_ms())
         if group.state == GroupState.DEAD:
             self.remove_group(group)
-            records.append((group_key(group.group_id), None))
+            if group.consumer is not None:
+                records.extend(group_tombstones(group.group_id))
+            else:
+                records.append((group_key(group.group_id), None))
         if not records:
             return 0, _settled(ErrorCode.NONE)
 

@@ -3,8 +3,8 @@ them back.
 
 Keys and values are Kafka's (int16 version prefix, then the body): offsets as OffsetCommitKey v1
 -> OffsetCommitValue v3 (v1 when the commit carries an expire timestamp), groups as
-GroupMetadataKey v2 -> GroupMetadataValue v3, the versions Kafka 3.8 writes. A null value is a
-tombstone. Replaying a partition keeps the last value per key, so the log can be compacted.
+GroupMetadataKey v2 -> GroupMetadataValue v3, the versions Kafka 3.8 writes; KIP-848 consumer
+groups as their ConsumerGroup* records (`consumer_group`). A null value is a tombstone. Replaying a partition keeps the last value per key, so the log can be compacted.
 
 Transactional offset commits (TxnOffsetCommit) are offset records in a transactional batch of
 the producer: replayed, they stay pending under that producer id until its COMMIT marker (a
@@ -20,7 +20,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.consumer_group import CONSUMER_GROUP_RECORD_TYPES, ConsumerGroup
 from odradek.coordinator.group import (
+    CONSUMER_PROTOCOL_TYPE,
     Group,
     GroupState,
     Member,
@@ -116,6 +118,8 @@ class LoadedPartition:
     #: producer id -> group id -> the offsets of that producer's open transaction
     pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(
         default_factory=dict)
+    #: KIP-848 consumer groups: group id -> its replayed state
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     records: int = 0
     skipped: int = 0
 
@@ -151,8 +155,19 @@ class LoadedPartition:
                     self.groups.pop(key.group, None)
                 else:
                     self.groups[key.group] = _decode_value(value_bytes, key_version)
+            elif key_version in CONSUMER_GROUP_RECORD_TYPES:
+                # KIP-848 consumer groups: replayed in log order into the group's state.
+                group_id = key.group_id
+                group = self.consumer_groups.get(group_id)
+                if group is None:
+                    if value_bytes is None:
+                        return
+                    group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
+                value = None if value_bytes is None else _decode_value(value_bytes, key_version)
+                group.replay(key, value)
+                if value is None and isinstance(key, m.ConsumerGroupMetadataKey):
+                    del self.consumer_groups[group_id]  # the group was deleted
             else:
-                # Records of the new consumer group protocol (KIP-848): not ours to replay.
                 self.skipped += 1
         except DecodeError as exc:
             log.warning("skipping an undecodable __consumer_offsets record: %s", exc)
@@ -205,7 +220,7 @@ class LoadedPartition:
     def group_ids(self) -> set[str]:
         """The groups the partition holds: with metadata, offsets or open transactions'
         offsets (a transaction's commit creates a simple group, as Kafka's replay does)."""
-        return set(self.groups) \
+        return set(self.groups) | set(self.consumer_groups) \
             | {group_id for group_id, offsets in self.offsets.items() if offsets} \
             | {group_id for by_group in self.pending_txn_offsets.values()
                for group_id, offsets in by_group.items() if offsets}
@@ -239,6 +254,11 @@ class LoadedPartition:
                 group.members[member.member_id] = member
                 if member.group_instance_id is not None:
                     group.static_members[member.group_instance_id] = member.member_id
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            group.consumer = consumer
+            group.protocol_type = CONSUMER_PROTOCOL_TYPE
+            group.state = GroupState.EMPTY if consumer.is_empty else GroupState.STABLE
         group.offsets = dict(self.offsets.get(group_id, {}))
         for producer_id, by_group in self.pending_txn_offsets.items():
             if by_group.get(group_id):

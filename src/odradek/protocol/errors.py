@@ -354,6 +354,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_VOTER_KEY = (125, False, "The voter key does not match the receiving replica's key.")
     DUPLICATE_VOTER = (126, False, "The voter is already in the voter set.")
     VOTER_NOT_FOUND = (127, False, "The voter is not in the voter set.")
+    INVALID_REGULAR_EXPRESSION = (128, False, "The regular expression is not valid.")
 
 
 _BY_CODE: dict[int, ErrorCode] = {member.value: member for member in ErrorCode}

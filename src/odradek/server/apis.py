@@ -65,6 +65,7 @@ SERVED_VERSIONS: dict[int, int] = {
         57,  # UpdateFeatures (forwarded to the active controller)
         60, 75,  # DescribeCluster, DescribeTopicPartitions
         61,  # DescribeProducers
+        68, 69,  # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
         80, 81,  # AddRaftVoter, RemoveRaftVoter (forwarded to the active controller)
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
@@ -154,6 +155,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         36: sasl.sasl_authenticate,
         42: groups.delete_groups,
         47: groups.offset_delete,
+        68: groups.consumer_group_heartbeat,
+        69: groups.consumer_group_describe,
         55: raft.describe_quorum_on_broker,
         60: metadata.describe_cluster,
         61: producers.describe_producers,

@@ -90,7 +90,12 @@ def start_group_coordinator(config: Any, cache: MetadataCache,
         append, num_partitions=num_partitions,
         compression=Compression(int(config.get("offsets.topic.compression.codec"))),
         load_buffer_size=int(config.get("offsets.load.buffer.size")))
-    coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager)
+    def topics() -> dict[str, tuple[Any, int]]:
+        return {name: (topic.topic_id, len(topic.partitions))
+                for name, topic in cache.image.topics_by_name.items()}
+
+    coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager,
+                                   topics=topics)
     coordinator.start()
     follower = OffsetsTopicFollower(replica_manager, coordinator)
     follower.topics = set(cache.image.topics_by_name)

@@ -18,6 +18,8 @@ from odradek.coordinator import (
     OffsetAndMetadata,
     TopicPartition,
 )
+from odradek.coordinator.consumer_group import freeze
+from odradek.coordinator.consumer_group_coordinator import HeartbeatRequest
 from odradek.coordinator.transaction_coordinator import TransactionCoordinator
 from odradek.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from odradek.metadata.cache import MetadataCache
@@ -37,6 +39,8 @@ TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 CLASSIC_GROUP_TYPE = "classic"
+#: ConsumerGroupDescribe v1 member_type: 1 = a member of the consumer protocol (0 = classic)
+CONSUMER_MEMBER_TYPE = 1
 
 
 def _offsets_to_commit(image: MetadataImage, topics: Any, now: int, *,
@@ -228,7 +232,7 @@ class GroupApis:
                 req.member_id if version >= 1 else "",
                 req.group_instance_id if version >= 7 else None,
                 req.generation_id_or_member_epoch if version >= 1 else -1,
-                offsets))
+                offsets, api_version=version))
         return R(topics=[
             R.OffsetCommitResponseTopic(name=topic.name, partitions=[
                 R.OffsetCommitResponsePartition(
@@ -374,12 +378,73 @@ class GroupApis:
         states = req.states_filter if version >= 4 else []
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
         error, groups = self.coordinator.list_groups(states)
-        if types and CLASSIC_GROUP_TYPE not in types:
-            groups = []  # every group here is a classic group
+        if types:
+            groups = [group for group in groups if group.group_type in types]
         return R(error_code=error, groups=[
             R.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type,
-                          group_state=group.state, group_type=CLASSIC_GROUP_TYPE)
+                          group_state=group.state, group_type=group.group_type)
             for group in groups])
+
+    # -- KIP-848 consumer groups
+
+    async def consumer_group_heartbeat(self, ctx: RequestContext,
+                                       req: m.ConsumerGroupHeartbeatRequest):
+        R = m.ConsumerGroupHeartbeatResponse
+        owned = None if req.topic_partitions is None else freeze(
+            {tp.topic_id: tp.partitions for tp in req.topic_partitions})
+        result = await self.coordinator.consumer_groups.heartbeat(HeartbeatRequest(
+            group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+            instance_id=req.instance_id, rack_id=req.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            subscribed_topic_names=req.subscribed_topic_names,
+            subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+            server_assignor=req.server_assignor, owned=owned,
+            client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}",
+            version=ctx.api_version))
+        response = R(error_code=result.error, error_message=result.error_message,
+                     member_id=result.member_id, member_epoch=result.member_epoch,
+                     heartbeat_interval_ms=result.heartbeat_interval_ms)
+        if result.error == ErrorCode.NONE and result.assignment is not None:
+            response.assignment = R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
+                for topic_id, parts in sorted(result.assignment.items(),
+                                              key=lambda item: str(item[0]))])
+        return response
+
+    def consumer_group_describe(self, ctx: RequestContext, req: m.ConsumerGroupDescribeRequest):
+        R = m.ConsumerGroupDescribeResponse
+        image = self.cache.image
+
+        def assignment(parts: Any) -> Any:
+            topics = []
+            for topic_id, partitions in sorted(parts.items(), key=lambda item: str(item[0])):
+                topic = image.topics_by_id.get(topic_id)
+                topics.append(R.TopicPartitions(
+                    topic_id=topic_id, topic_name=topic.name if topic is not None else "",
+                    partitions=sorted(partitions)))
+            return R.Assignment(topic_partitions=topics)
+
+        include_operations = req.include_authorized_operations
+        out = []
+        for described in self.coordinator.consumer_groups.describe(req.group_ids):
+            out.append(R.DescribedGroup(
+                error_code=described.error, error_message=described.error_message,
+                group_id=described.group_id, group_state=described.state,
+                group_epoch=described.group_epoch, assignment_epoch=described.assignment_epoch,
+                assignor_name=described.assignor,
+                members=[R.Member(
+                    member_id=d.member.member_id, instance_id=d.member.instance_id,
+                    rack_id=d.member.rack_id, member_epoch=d.member.member_epoch,
+                    client_id=d.member.client_id, client_host=d.member.client_host,
+                    subscribed_topic_names=list(d.member.subscribed_topic_names),
+                    subscribed_topic_regex=d.member.subscribed_topic_regex,
+                    assignment=assignment(d.member.assigned),
+                    target_assignment=assignment(d.target),
+                    member_type=CONSUMER_MEMBER_TYPE)
+                    for d in described.members],
+                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
+                else AUTHORIZED_OPERATIONS_OMITTED))
+        return R(groups=out)
 
     async def delete_groups(self, ctx: RequestContext, req: m.DeleteGroupsRequest):
         R = m.DeleteGroupsResponse
