@@ -294,4 +294,7 @@ def test_config_from_broker_properties():
               "offsets.retention.minutes": "2", "offsets.retention.check.interval.ms": "1000",
               "offset.metadata.max.bytes": "10"}
     config = GroupConfig.from_properties(values.__getitem__)
-    assert dataclasses.astuple(config) == (100, 900, 5, 7, 120_000, 1000, 10)
+    assert dataclasses.astuple(config)[:7] == (100, 900, 5, 7, 120_000, 1000, 10)
+    # group.consumer.* not given: Kafka's defaults
+    assert (config.consumer.session_timeout_ms, config.consumer.heartbeat_interval_ms,
+            config.consumer.assignors) == (45000, 5000, ("uniform", "range"))

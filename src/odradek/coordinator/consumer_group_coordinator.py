@@ -35,6 +35,7 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.coordinator.consumer_assignment import (
     ASSIGNORS,
     AssignmentSpec,
+    assignor_names,
     reconcile,
 )
 from odradek.coordinator.consumer_group import (
@@ -73,6 +74,27 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+
+    @classmethod
+    def from_properties(cls, get: Callable[[str], Any]) -> ConsumerGroupConfig:
+        """From the broker's properties (Kafka's defaults for keys `get` does not know)."""
+        def value(key: str, default: Any) -> Any:
+            try:
+                found = get(key)
+            except KeyError:
+                return default
+            return default if found is None else found
+
+        assignors = value("group.consumer.assignors", list(cls.assignors))
+        if isinstance(assignors, str):
+            assignors = [item for item in assignors.split(",") if item.strip()]
+        return cls(
+            session_timeout_ms=int(value("group.consumer.session.timeout.ms",
+                                         cls.session_timeout_ms)),
+            heartbeat_interval_ms=int(value("group.consumer.heartbeat.interval.ms",
+                                            cls.heartbeat_interval_ms)),
+            max_size=int(value("group.consumer.max.size", cls.max_size)),
+            assignors=tuple(assignor_names(list(assignors))))
 
 
 @dataclass

@@ -26,7 +26,6 @@ from functools import partial
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock, TimerHandle
-from odradek.coordinator.consumer_assignment import assignor_names
 from odradek.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -76,11 +75,7 @@ class GroupConfig:
             offsets_retention_ms=int(get("offsets.retention.minutes")) * 60_000,
             offsets_retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
             max_metadata_size=int(get("offset.metadata.max.bytes")),
-            consumer=ConsumerGroupConfig(
-                session_timeout_ms=int(get("group.consumer.session.timeout.ms")),
-                heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms")),
-                max_size=int(get("group.consumer.max.size")),
-                assignors=tuple(assignor_names(_as_list(get("group.consumer.assignors"))))),
+            consumer=ConsumerGroupConfig.from_properties(get),
         )
 
 
@@ -1139,8 +1134,3 @@ def _txn_partitions(group: Group) -> list[TopicPartition]:
     return [tp for by_producer in (group.pending_txn_offsets, group.txn_offsets_in_flight)
             for offsets in by_producer.values() for tp in offsets]
 
-
-def _as_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [item for item in value.split(",") if item.strip()]
-    return list(value)

@@ -1,0 +1,119 @@
+"""librdkafka (confluent-kafka 2.16) with `group.protocol=consumer` (KIP-848) against a real
+Odradek broker: three members share a 6-partition topic two partitions each, one leaves and the
+other two take its partitions, commits resume; the time to stabilise after a leave is measured
+against the classic protocol with the same clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from broker_process import BrokerProcess
+from confluent_kafka import Consumer, TopicPartition
+from group_members import create_topic, produce_spread, wait_for
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = BrokerProcess(tmp_path_factory.mktemp("kip848"),
+                           overrides={"offsets.topic.num.partitions": "4",
+                                      "group.initial.rebalance.delay.ms": "0",
+                                      "group.consumer.min.heartbeat.interval.ms": "500",
+                                      "group.consumer.heartbeat.interval.ms": "500"}).start()
+    yield broker
+    broker.stop()
+
+
+class Member(threading.Thread):
+    """Polls in its own thread; records what it owns."""
+
+    def __init__(self, config: dict, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer(config)
+        self.topic = topic
+        self.owned: set[int] = set()
+        self.stop = threading.Event()
+        self.values: list[bytes] = []
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.05)
+            if message is not None and message.error() is None:
+                self.values.append(message.value())
+                self.consumer.commit(message, asynchronous=False)
+            self.owned = {tp.partition for tp in self.consumer.assignment()}
+        self.consumer.close()
+
+
+def _config(bootstrap: str, group: str, protocol: str) -> dict:
+    config = {"bootstrap.servers": bootstrap, "group.id": group,
+              "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"
+    else:
+        config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                       "partition.assignment.strategy": "cooperative-sticky"})
+    return config
+
+
+def _balanced(members: list[Member], per_member: int) -> bool:
+    owned = [m.owned for m in members]
+    return all(len(o) == per_member for o in owned) and \
+        len(set().union(*owned)) == per_member * len(members)
+
+
+def _leave_and_measure(bootstrap: str, protocol: str,
+                       ) -> tuple[float, list[Member], str, str]:
+    topic, group = create_topic(bootstrap, 6), f"g-{uuid.uuid4().hex[:6]}"
+    produce_spread(bootstrap, topic, 6, 0, 60)
+    members = [Member(_config(bootstrap, group, protocol), topic) for _ in range(3)]
+    for member in members:
+        member.start()
+    wait_for(lambda: _balanced(members, 2), 60, f"three {protocol} members with 2 each")
+    leaving = members.pop()
+    started = time.monotonic()
+    leaving.stop.set()
+    wait_for(lambda: _balanced(members, 3), 60, f"two {protocol} members with 3 each")
+    return time.monotonic() - started, [*members, leaving], topic, group
+
+
+def _stop(members: list[Member]) -> None:
+    for member in members:
+        member.stop.set()
+    for member in members:
+        member.join(30)
+
+
+def test_consumer_protocol_join_leave_commit_resume(broker):
+    took, members, topic, group = _leave_and_measure(broker.bootstrap, "consumer")
+    try:
+        wait_for(lambda: sum(len(m.values) for m in members) >= 60, 60, "every record")
+    finally:
+        _stop(members)
+    print(f"consumer protocol: stable {took:.2f} s after a leave")
+    assert sorted(int(v) for m in members for v in m.values) == list(range(60))
+    # A new member resumes from the committed offsets: only the new records.
+    produce_spread(broker.bootstrap, topic, 6, 60, 12)
+    resumed = Member(_config(broker.bootstrap, group, "consumer"), topic)
+    resumed.start()
+    try:
+        wait_for(lambda: len(resumed.values) >= 12, 60, "the records after the commits")
+        committed = resumed.consumer.committed([TopicPartition(topic, p) for p in range(6)],
+                                               timeout=10)
+        assert sorted(tp.offset for tp in committed) == [12] * 6
+    finally:
+        _stop([resumed])
+    assert sorted(int(v) for v in resumed.values) == list(range(60, 72))
+
+
+def test_leave_stabilises_faster_than_classic(broker):
+    kip848, members, _, _ = _leave_and_measure(broker.bootstrap, "consumer")
+    _stop(members)
+    classic, classic_members, _, _ = _leave_and_measure(broker.bootstrap, "classic")
+    _stop(classic_members)
+    print(f"stabilise after a leave: consumer protocol {kip848:.2f} s, classic "
+          f"cooperative-sticky {classic:.2f} s")
+    assert kip848 < 30 and classic < 30
