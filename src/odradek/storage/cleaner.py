@@ -291,13 +291,12 @@ class Cleaner:
             if header.is_control:
                 transactions.on_control_batch_read(header, _control_type(view, header))
             elif not transactions.on_batch_read(header):
-                for record in decode_records(view, 0, header):
-                    key = record[2]
-                    if key is not None and record[0] >= start:
-                        if offset_map.is_full:
-                            return True
-                        offset_map.put(key, record[0])
-                    stats.map_messages_read += 1
+                records = decode_records(view, 0, header)
+                stats.map_messages_read += len(records)
+                # One call per batch: the map's probing loop runs with its state in locals.
+                if offset_map.put_all([(record[2], record[0]) for record in records
+                                       if record[2] is not None and record[0] >= start]):
+                    return True
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
         return False
@@ -414,14 +413,17 @@ class Cleaner:
                 kept = []
                 horizon = header.delete_horizon_ms
                 keep_deletes = horizon is None or now_ms < horizon
-                for record in records:
+                mapped_until = offset_map.latest_offset
+                latest = offset_map.get_many([record[2] for record in records
+                                              if record[0] <= mapped_until])
+                for record, latest_offset in zip(records, latest):
                     offset, key, value = record[0], record[2], record[3]
-                    if offset > offset_map.latest_offset:
-                        kept.append(record)
-                    elif key is None:
+                    if key is None:
                         stats.invalid_messages += 1
-                    elif offset >= offset_map.get(key) and (value is not None or keep_deletes):
+                    elif offset >= latest_offset and (value is not None or keep_deletes):
                         kept.append(record)
+                # Records past the map's end (it filled up mid-batch) are not cleaned yet.
+                kept += records[len(latest):]
             contains_tombstones = not header.is_control and any(r[3] is None for r in kept)
             marker_of_empty_txn = can_discard and header.is_control
             needs_horizon = (contains_tombstones or marker_of_empty_txn) \
