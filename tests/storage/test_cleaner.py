@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import pytest
 from storage_helpers import FakeClock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import wait_until  # noqa: E402
+from broker_process import wait_until
 
 from odradek.protocol.records import (
     BatchHeader,
@@ -257,10 +256,9 @@ def test_a_crash_at_any_step_recovers_a_valid_log(tmp_path: Path, clock: FakeClo
         names = [p.name for p in (tmp_path / "topic-0").iterdir()]
         assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
         assert reopened.log_end_offset == end_before
-        # A cleaned segment left empty (every record superseded) is dropped by recovery: the
-        # log may start later, but never after a live record.
-        first_live = min(o for o, _v in latest_by_key(log_before_crash).values())
-        assert reopened.log_start_offset <= first_live
+        # A cleaned first segment left empty (every record superseded) stays: the log start
+        # offset does not move (a consumer below the first live record reads on, as in Kafka).
+        assert reopened.log_start_offset == log_before_crash.log_start_offset
         assert {k: v for k, (_o, v) in latest_by_key(reopened).items()} == expected
         offsets = [record[0] for _h, record in read_records(reopened)]
         assert offsets == sorted(set(offsets))

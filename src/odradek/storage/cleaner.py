@@ -67,6 +67,11 @@ from odradek.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# Fault injection for crash tests (never set in production): when set to a number of
+# milliseconds, every cleaner thread logs each step of a cleaning ("started", "map_built", "segment",
+# "cleaned", "swap", "old_deleted", "swapped", "checkpointed") and sleeps that long there, so that a SIGKILL
+# lands inside a cleaning, between any two of its steps.
+STEP_PAUSE_ENV = "ODRADEK_CLEANER_STEP_PAUSE_MS"
 INT32_MAX = 0x7FFFFFFF
 _DOUBLE_MAX = 1.7976931348623157e308
 
@@ -218,6 +223,22 @@ def _empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
+def step_pause_from_env() -> Callable[[str], None] | None:
+    """The `STEP_PAUSE_ENV` hook, or None when the variable is unset."""
+    value = os.environ.get(STEP_PAUSE_ENV)
+    if not value:
+        return None
+    pause_s = float(value) / 1000
+    logger.warning("%s=%s: the log cleaner pauses at each step (fault injection)",
+                   STEP_PAUSE_ENV, value)
+
+    def pause(step: str) -> None:
+        logger.info("cleaner step %s", step)
+        time.sleep(pause_s)
+
+    return pause
+
+
 class CleaningAbortedError(Exception):
     """The log changed under the cleaner (truncated, deleted, closed): nothing was swapped."""
 
@@ -232,8 +253,10 @@ class Cleaner:
         memory = self.config.dedupe_buffer_size // max(self.config.num_threads, 1)
         self.offset_map = OffsetMap(memory, self.config.dedupe_buffer_load_factor)
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
-        # Test hook: called with "cleaned" (a group's output written and flushed), "swap",
-        # "old_deleted", "swapped" (see Log.replace_segments).
+        # Test hook: called with "started", "map_built" (the offset map of a cleaning is complete),
+        # "segment" (one source segment rewritten into the group's output), "cleaned" (a
+        # group's output written and flushed), "swap", "old_deleted", "swapped" (see
+        # Log.replace_segments).
         self.on_step = on_step
 
     def _step(self, name: str) -> None:
@@ -247,7 +270,9 @@ class Cleaner:
         (the end of what the offset map covered)."""
         stats = stats or CleanerStats()
         offset_map = self.offset_map
+        self._step("started")
         self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
+        self._step("map_built")
         end_offset = offset_map.latest_offset + 1
         if end_offset <= first_dirty_offset:
             return first_dirty_offset
@@ -354,6 +379,7 @@ class Cleaner:
                     log.collect_aborted_transactions(segment.base_offset, upper))
                 self._clean_into(segment, cleaned, config.delete_retention_ms, now_ms, stats,
                                  transactions, last_records, upper_bound_offset)
+                self._step("segment")
             for txn in aborted_entries:
                 cleaned.txn_index.append(txn)
             cleaned.on_become_inactive()
@@ -564,7 +590,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         # One throttler for all threads, as Kafka shares it.
         self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
-        self._on_step = on_step
+        self._on_step = on_step or step_pause_from_env()
         self.last_stats: CleanerStats | None = None
         self.runs = 0
 
@@ -634,6 +660,8 @@ class LogCleaner:
             entry = self._logs().get(candidate.key)
             if entry is not None and entry[1] is log:
                 self.update_checkpoint(entry[0], candidate.key, end_offset)
+                if self._on_step is not None:
+                    self._on_step("checkpointed")
             self.last_stats = stats
             self.runs += 1
             logger.info("cleaned %s up to offset %d in %.3fs: %d -> %d bytes, read %d "
