@@ -688,22 +688,47 @@ class LogCleaner:
 
     # -- threads ---------------------------------------------------------------------------
     def start(self) -> None:
-        for number in range(self.config.num_threads):
-            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{number}",
-                                      daemon=True)
+        with self._lock:
+            self._start_threads()
+
+    def _start_threads(self) -> None:
+        for number in range(len(self._threads), self.config.num_threads):
+            thread = threading.Thread(target=self._run, args=(number,),
+                                      name=f"kafka-log-cleaner-thread-{number}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def _run(self) -> None:
-        cleaner = Cleaner(self.config, throttler=self.throttler, on_step=self._on_step)
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic `log.cleaner.*` broker configs (Kafka's LogCleaner.reconfigure), applied
+        from the next cleaning on: the throttle rate and backoff at once, a thread's offset
+        map when its next cleaning starts (size, load factor), the thread count by starting
+        threads or letting the extra ones end after their cleaning in progress."""
+        with self._lock:
+            if config == self.config or self._stop.is_set():
+                return
+            logger.info("log cleaner reconfigured: %s", config)
+            self.config = config
+            self.throttler.rate = config.max_io_bytes_per_second
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._start_threads()
+        self._wakeup.set()
+
+    def _run(self, number: int) -> None:
+        config = self.config
+        cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
         while not self._stop.is_set():
+            if self.config is not config:
+                config = self.config
+                if number >= config.num_threads:
+                    return  # fewer threads now
+                cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
             try:
                 cleaned = self.clean_filthiest_log(cleaner)
             except Exception:
                 logger.exception("log cleaner iteration failed")
                 cleaned = False
             if not cleaned:
-                self._wakeup.wait(self.config.backoff_ms / 1000)
+                self._wakeup.wait(config.backoff_ms / 1000)
                 self._wakeup.clear()
 
     def wake_up(self) -> None:
@@ -715,8 +740,9 @@ class LogCleaner:
             return key in self._in_progress
 
     def shutdown(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
+            threads, self._threads = self._threads, []
         self._wakeup.set()
-        for thread in self._threads:
+        for thread in threads:
             thread.join()
-        self._threads = []
