@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, wait_until  # noqa: E402
+from broker_process import BrokerProcess, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -96,7 +96,7 @@ def test_compacted_topic_and_consumer_offsets_are_cleaned(broker: BrokerProcess)
         consumer.commit(offsets=[TopicPartition("table", 0, number)], asynchronous=False)
     consumer.close()
     offsets_dir = broker.data_dir / "__consumer_offsets-0"
-    segments = lambda: sorted(offsets_dir.glob("*.log"))  # noqa: E731
+    segments = lambda: sorted(offsets_dir.glob("*.log"))
     wait_until(lambda: log_bytes(offsets_dir) < 4 * 8192, 60,
                message="the cleaner to compact __consumer_offsets")
     print(f"__consumer_offsets-0 after 1500 commits: {log_bytes(offsets_dir)} bytes in "
