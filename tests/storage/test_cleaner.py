@@ -256,10 +256,9 @@ def test_a_crash_at_any_step_recovers_a_valid_log(tmp_path: Path, clock: FakeClo
         names = [p.name for p in (tmp_path / "topic-0").iterdir()]
         assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
         assert reopened.log_end_offset == end_before
-        # A cleaned segment left empty (every record superseded) is dropped by recovery: the
-        # log may start later, but never after a live record.
-        first_live = min(o for o, _v in latest_by_key(log_before_crash).values())
-        assert reopened.log_start_offset <= first_live
+        # A cleaned first segment left empty (every record superseded) stays: the log start
+        # offset does not move (a consumer below the first live record reads on, as in Kafka).
+        assert reopened.log_start_offset == log_before_crash.log_start_offset
         assert {k: v for k, (_o, v) in latest_by_key(reopened).items()} == expected
         offsets = [record[0] for _h, record in read_records(reopened)]
         assert offsets == sorted(set(offsets))
@@ -337,3 +336,33 @@ def test_the_log_managers_cleaner_thread_compacts_after_a_config_change(tmp_path
         assert {k: v for k, (_o, v) in latest_by_key(log).items()} == {b"a": b"49", b"b": b"49"}
     finally:
         manager.close()
+
+
+def test_dump_log_shows_a_cleaned_segment(make_log, clock: FakeClock, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`odradek dump-log` on a cleaned segment: offset gaps (Kafka's "Non-consecutive offsets"
+    report) and the delete horizon of a batch that kept a tombstone."""
+    from odradek.cli import dump_log
+
+    log = make_log(COMPACT)
+    log.append_as_leader(batch([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], clock()), 0)
+    log.append_as_leader(batch([(b"b", b"2"), (b"d", None)], clock()), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    now = clock()
+    clean(log, now)
+    path = log.log_segments()[0].log_path
+    assert dump_log.main(["--files", str(path), "--print-data-log"]) == 0
+    captured = capsys.readouterr()
+    batches = [line for line in captured.out.splitlines() if line.startswith("baseOffset")]
+    horizon = now + LogConfig.from_props(COMPACT).delete_retention_ms
+    # Batches keep their offsets; the first lost offset 1 (b's first value).
+    assert [line.split(" count")[0] for line in batches] == [
+        "baseOffset: 0 lastOffset: 2", "baseOffset: 3 lastOffset: 4"]
+    assert "deleteHorizonMs: OptionalLong.empty" in batches[0]
+    assert f"deleteHorizonMs: OptionalLong[{horizon}]" in batches[1]
+    assert "isvalid: false" not in captured.out
+    offsets = [int(line.split("offset: ")[1].split()[0]) for line in captured.out.splitlines()
+               if line.startswith("| offset: ")]
+    assert offsets == [0, 2, 3, 4]
+    assert captured.err.splitlines() == [f"Non-consecutive offsets in {path.absolute()}",
+                                         "  0 is followed by 2"]

@@ -101,3 +101,41 @@ def test_compacted_topic_and_consumer_offsets_are_cleaned(broker: BrokerProcess)
                message="the cleaner to compact __consumer_offsets")
     print(f"__consumer_offsets-0 after 1500 commits: {log_bytes(offsets_dir)} bytes in "
           f"{len(segments())} segments")
+
+
+def test_log_cleaner_settings_change_at_run_time(tmp_path: Path) -> None:
+    """`log.cleaner.*` are dynamic broker configs, as in Kafka: a cleaner idling for
+    `log.cleaner.backoff.ms` (10 minutes here) picks up a shorter backoff, a throttle and a
+    second thread from IncrementalAlterConfigs at once, and cleans the waiting topic."""
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "600000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("waiting", 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "8192",
+            "min.cleanable.dirty.ratio": "0.01"})])["waiting"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "batch.size": 2048})
+        for number in range(3000):
+            producer.produce("waiting", b"value-%d" % number * 3, b"key-%d" % (number % 20))
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        directory = broker.data_dir / "waiting-0"
+        size_before = log_bytes(directory)
+        assert "cleaned Log(waiting-0" not in broker.log_path.read_text()
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in (("log.cleaner.backoff.ms", "100"),
+                                ("log.cleaner.threads", "2"),
+                                ("log.cleaner.io.max.bytes.per.second", "50000000"))])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: log_bytes(directory) < size_before / 5, 60,
+                   message="the cleaner to clean with its new backoff")
+        text = broker.log_path.read_text()
+        assert "log cleaner reconfigured" in text and "num_threads=2" in text
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+        entries = next(iter(described.values())).result(30)
+        entry = entries["log.cleaner.backoff.ms"]
+        assert entry.value == "100"
+        assert entry.source == confluent_kafka.admin.ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    finally:
+        broker.stop()

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
@@ -151,6 +152,7 @@ class Broker:
         self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task] = []
         self.default_log_config: LogConfig = config.log_config()
+        self._cleaner_configs_seen: object = None
 
     # -- lifecycle
     @property
@@ -199,6 +201,9 @@ class Broker:
                 metadata_offset=lambda: self.image.offset,
                 heartbeat_interval_ms=int(self.config.get("broker.heartbeat.interval.ms")))
             self.metadata_cache.subscribe(lambda image: lifecycle.on_metadata(image.offset))
+            if self.log_manager is not None and self.log_manager.cleaner is not None:
+                self.metadata_cache.subscribe(self._reconfigure_log_cleaner)
+                self._reconfigure_log_cleaner(self.metadata_cache.image)  # set before a restart
         single_voter = self.quorum.is_single_voter
         # Ports bound as 0 (tests) are only known once the listeners are open; otherwise a
         # lone voter registers before it opens them, so its first clients find it registered.
@@ -350,8 +355,29 @@ class Broker:
                 self.config.get("producer.id.expiration.check.interval.ms")),
             excluded_topics={METADATA_TOPIC},
             dir_failures=self.dir_failures,
-            cleaner_config=CleanerConfig.from_broker_config(self.config.get),
+            cleaner_config=self._cleaner_config(),
         )
+
+    def _cleaner_config(self, image: MetadataImage | None = None) -> CleanerConfig:
+        """The `log.cleaner.*` settings: static, overlaid by the dynamic broker configs
+        (cluster-wide default, then this broker's) of the metadata image."""
+        dynamic = image.broker_config(self.node_id) if image is not None else {}
+
+        def get(name: str) -> Any:
+            if name in dynamic:
+                try:
+                    return BROKER_CONFIGS[name].parse(dynamic[name])
+                except (ValueError, KeyError) as error:  # validated by the controller
+                    log.warning("ignoring dynamic %s=%r: %s", name, dynamic[name], error)
+            return self.config.get(name)
+
+        return CleanerConfig.from_broker_config(get)
+
+    def _reconfigure_log_cleaner(self, image: MetadataImage) -> None:
+        cleaner = self.log_manager.cleaner if self.log_manager is not None else None
+        if cleaner is not None and image.configs is not self._cleaner_configs_seen:
+            self._cleaner_configs_seen = image.configs
+            cleaner.reconfigure(self._cleaner_config(image))
 
     def _build_quorum(self, metadata_log: Log) -> MetadataQuorum:
         config = self.config

@@ -67,6 +67,11 @@ from odradek.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# Fault injection for crash tests (never set in production): when set to a number of
+# milliseconds, every cleaner thread logs each step of a cleaning ("started", "map_built", "segment",
+# "cleaned", "swap", "old_deleted", "swapped", "checkpointed") and sleeps that long there, so that a SIGKILL
+# lands inside a cleaning, between any two of its steps.
+STEP_PAUSE_ENV = "ODRADEK_CLEANER_STEP_PAUSE_MS"
 INT32_MAX = 0x7FFFFFFF
 _DOUBLE_MAX = 1.7976931348623157e308
 
@@ -110,6 +115,10 @@ class Throttler:
         self._observed = 0.0
 
     def maybe_throttle(self, observed: int) -> None:
+        # Called once a batch: the cleaner's Python work holds the GIL, and a thread waking
+        # from I/O (the broker's network loop) would wait for the interpreter's switch
+        # interval (5 ms) each time; yielding here bounds that wait to one batch's work.
+        self._sleep(0)
         if self.rate >= _DOUBLE_MAX:
             return
         with self._lock:
@@ -218,6 +227,22 @@ def _empty_batch(header: BatchHeader) -> bytes:
     return bytes(out)
 
 
+def step_pause_from_env() -> Callable[[str], None] | None:
+    """The `STEP_PAUSE_ENV` hook, or None when the variable is unset."""
+    value = os.environ.get(STEP_PAUSE_ENV)
+    if not value:
+        return None
+    pause_s = float(value) / 1000
+    logger.warning("%s=%s: the log cleaner pauses at each step (fault injection)",
+                   STEP_PAUSE_ENV, value)
+
+    def pause(step: str) -> None:
+        logger.info("cleaner step %s", step)
+        time.sleep(pause_s)
+
+    return pause
+
+
 class CleaningAbortedError(Exception):
     """The log changed under the cleaner (truncated, deleted, closed): nothing was swapped."""
 
@@ -232,8 +257,10 @@ class Cleaner:
         memory = self.config.dedupe_buffer_size // max(self.config.num_threads, 1)
         self.offset_map = OffsetMap(memory, self.config.dedupe_buffer_load_factor)
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
-        # Test hook: called with "cleaned" (a group's output written and flushed), "swap",
-        # "old_deleted", "swapped" (see Log.replace_segments).
+        # Test hook: called with "started", "map_built" (the offset map of a cleaning is complete),
+        # "segment" (one source segment rewritten into the group's output), "cleaned" (a
+        # group's output written and flushed), "swap", "old_deleted", "swapped" (see
+        # Log.replace_segments).
         self.on_step = on_step
 
     def _step(self, name: str) -> None:
@@ -247,7 +274,9 @@ class Cleaner:
         (the end of what the offset map covered)."""
         stats = stats or CleanerStats()
         offset_map = self.offset_map
+        self._step("started")
         self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
+        self._step("map_built")
         end_offset = offset_map.latest_offset + 1
         if end_offset <= first_dirty_offset:
             return first_dirty_offset
@@ -291,13 +320,12 @@ class Cleaner:
             if header.is_control:
                 transactions.on_control_batch_read(header, _control_type(view, header))
             elif not transactions.on_batch_read(header):
-                for record in decode_records(view, 0, header):
-                    key = record[2]
-                    if key is not None and record[0] >= start:
-                        if offset_map.is_full:
-                            return True
-                        offset_map.put(key, record[0])
-                    stats.map_messages_read += 1
+                records = decode_records(view, 0, header)
+                stats.map_messages_read += len(records)
+                # One call per batch: the map's probing loop runs with its state in locals.
+                if offset_map.put_all([(record[2], record[0]) for record in records
+                                       if record[2] is not None and record[0] >= start]):
+                    return True
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
         return False
@@ -355,6 +383,7 @@ class Cleaner:
                     log.collect_aborted_transactions(segment.base_offset, upper))
                 self._clean_into(segment, cleaned, config.delete_retention_ms, now_ms, stats,
                                  transactions, last_records, upper_bound_offset)
+                self._step("segment")
             for txn in aborted_entries:
                 cleaned.txn_index.append(txn)
             cleaned.on_become_inactive()
@@ -414,14 +443,17 @@ class Cleaner:
                 kept = []
                 horizon = header.delete_horizon_ms
                 keep_deletes = horizon is None or now_ms < horizon
-                for record in records:
+                mapped_until = offset_map.latest_offset
+                latest = offset_map.get_many([record[2] for record in records
+                                              if record[0] <= mapped_until])
+                for record, latest_offset in zip(records, latest):
                     offset, key, value = record[0], record[2], record[3]
-                    if offset > offset_map.latest_offset:
-                        kept.append(record)
-                    elif key is None:
+                    if key is None:
                         stats.invalid_messages += 1
-                    elif offset >= offset_map.get(key) and (value is not None or keep_deletes):
+                    elif offset >= latest_offset and (value is not None or keep_deletes):
                         kept.append(record)
+                # Records past the map's end (it filled up mid-batch) are not cleaned yet.
+                kept += records[len(latest):]
             contains_tombstones = not header.is_control and any(r[3] is None for r in kept)
             marker_of_empty_txn = can_discard and header.is_control
             needs_horizon = (contains_tombstones or marker_of_empty_txn) \
@@ -562,7 +594,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         # One throttler for all threads, as Kafka shares it.
         self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
-        self._on_step = on_step
+        self._on_step = on_step or step_pause_from_env()
         self.last_stats: CleanerStats | None = None
         self.runs = 0
 
@@ -632,6 +664,8 @@ class LogCleaner:
             entry = self._logs().get(candidate.key)
             if entry is not None and entry[1] is log:
                 self.update_checkpoint(entry[0], candidate.key, end_offset)
+                if self._on_step is not None:
+                    self._on_step("checkpointed")
             self.last_stats = stats
             self.runs += 1
             logger.info("cleaned %s up to offset %d in %.3fs: %d -> %d bytes, read %d "
@@ -654,22 +688,47 @@ class LogCleaner:
 
     # -- threads ---------------------------------------------------------------------------
     def start(self) -> None:
-        for number in range(self.config.num_threads):
-            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{number}",
-                                      daemon=True)
+        with self._lock:
+            self._start_threads()
+
+    def _start_threads(self) -> None:
+        for number in range(len(self._threads), self.config.num_threads):
+            thread = threading.Thread(target=self._run, args=(number,),
+                                      name=f"kafka-log-cleaner-thread-{number}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def _run(self) -> None:
-        cleaner = Cleaner(self.config, throttler=self.throttler, on_step=self._on_step)
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic `log.cleaner.*` broker configs (Kafka's LogCleaner.reconfigure), applied
+        from the next cleaning on: the throttle rate and backoff at once, a thread's offset
+        map when its next cleaning starts (size, load factor), the thread count by starting
+        threads or letting the extra ones end after their cleaning in progress."""
+        with self._lock:
+            if config == self.config or self._stop.is_set():
+                return
+            logger.info("log cleaner reconfigured: %s", config)
+            self.config = config
+            self.throttler.rate = config.max_io_bytes_per_second
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._start_threads()
+        self._wakeup.set()
+
+    def _run(self, number: int) -> None:
+        config = self.config
+        cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
         while not self._stop.is_set():
+            if self.config is not config:
+                config = self.config
+                if number >= config.num_threads:
+                    return  # fewer threads now
+                cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
             try:
                 cleaned = self.clean_filthiest_log(cleaner)
             except Exception:
                 logger.exception("log cleaner iteration failed")
                 cleaned = False
             if not cleaned:
-                self._wakeup.wait(self.config.backoff_ms / 1000)
+                self._wakeup.wait(config.backoff_ms / 1000)
                 self._wakeup.clear()
 
     def wake_up(self) -> None:
@@ -681,8 +740,9 @@ class LogCleaner:
             return key in self._in_progress
 
     def shutdown(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
+            threads, self._threads = self._threads, []
         self._wakeup.set()
-        for thread in self._threads:
+        for thread in threads:
             thread.join()
-        self._threads = []

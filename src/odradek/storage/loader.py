@@ -226,10 +226,13 @@ class LogLoader:
                                segment.log_path, truncated, segment.read_next_offset())
                 break
             expected = segment.read_next_offset() if segment.size else expected
-        # An empty segment other than the last holds nothing: drop it.
+        # An empty segment other than the last holds nothing: drop it. Not the first one: its
+        # base offset is the log start offset (the cleaner leaves an empty first segment when
+        # every record of it was superseded; dropping it would move the start, and a consumer
+        # at an offset below would get OFFSET_OUT_OF_RANGE where Kafka serves the next batch).
         result = []
         for index, segment in enumerate(kept):
-            if segment.size == 0 and index + 1 < len(kept):
+            if segment.size == 0 and 0 < index < len(kept) - 1:
                 segment.delete()
             else:
                 result.append(segment)

@@ -1,0 +1,224 @@
+"""The log cleaner: cleaning throughput against the same machine's sequential append, and
+produce throughput on a compacting topic against a delete-policy topic while the cleaner runs.
+
+Run: `python -m bench cleaner` (writes docs/performance.md) or
+`python bench/cleaner_bench.py [--quick]` (prints the section only).
+
+- **append vs clean**: the same keyed batches (200 records of ~120 B, uncompressed and lz4,
+  and of ~1 KB uncompressed, over a key space a tenth of the record count) are appended with `Log.append_as_leader` into a
+  fresh log (1 MiB segments) and fsynced: the sequential append rate. The same data in a
+  compacted log is then cleaned once by `Cleaner.clean` (offset map over every inactive
+  segment, rewrite, swap): the cleaner's rate is the bytes of the section cleaned over the
+  whole cleaning's time. Rounds interleave append and clean; the median counts.
+- **produce while cleaning**: a broker (this tree) with `log.cleaner.backoff.ms=100`; a
+  confluent-kafka producer (acks=all, lz4, linger 5 ms) writes N records over N/10 keys into a
+  topic with `cleanup.policy=delete` and then into one with `compact`
+  (`min.cleanable.dirty.ratio=0.01`, 1 MiB segments: the cleaner runs throughout), rounds
+  interleaved; records/s of each and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from broker_process import BrokerProcess, wait_until
+
+from odradek.protocol.records import Compression, RecordBatchBuilder
+from odradek.storage import Log, LogConfig
+from odradek.storage.cleaner import Cleaner, CleanerStats, LogToClean, cleanable_offsets
+
+NAME = "cleaner"
+MIB = 1024 * 1024
+RECORDS_PER_BATCH = 200
+
+
+def keyed_batches(records: int, keys: int, codec: Compression, value_size: int = 100
+                  ) -> list[bytes]:
+    now = int(time.time() * 1000)
+    # Random values (hex: compressible about 2:1, as text payloads are), 1024 of them rotated.
+    payloads = [os.urandom(value_size // 2).hex().encode() for _ in range(1024)]
+    batches = []
+    for start in range(0, records, RECORDS_PER_BATCH):
+        builder = RecordBatchBuilder(compression=codec)
+        for number in range(start, min(start + RECORDS_PER_BATCH, records)):
+            key = number % keys
+            builder.append(now, b"key-%08d" % key,
+                           b"%d:%d:" % (key, number) + payloads[number % 1024])
+        batches.append(builder.build())
+    return batches
+
+
+def append_seconds(directory: Path, batches: list[bytes], compact: bool) -> tuple[float, Log]:
+    shutil.rmtree(directory, ignore_errors=True)
+    props = {"segment.bytes": MIB, "cleanup.policy": "compact" if compact else "delete"}
+    log = Log(directory, LogConfig.from_props(props))
+    os.sync()
+    started = time.perf_counter()
+    for batch in batches:
+        log.append_as_leader(batch, 0)
+    log.flush()
+    elapsed = time.perf_counter() - started
+    log.update_high_watermark(log.log_end_offset)
+    return elapsed, log
+
+
+def clean_seconds(log: Log) -> tuple[float, int, CleanerStats]:
+    """One cleaning of every inactive segment; (seconds, bytes of the section, stats)."""
+    log.roll()
+    now = int(time.time() * 1000)
+    first_dirty, uncleanable = cleanable_offsets(log, None, now)
+    target = LogToClean(("bench", 0), log, first_dirty, uncleanable)
+    stats = CleanerStats()
+    os.sync()
+    started = time.perf_counter()
+    Cleaner().clean(log, first_dirty, target.first_uncleanable_offset, now, stats)
+    return time.perf_counter() - started, target.cleanable_bytes, stats
+
+
+def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compression,
+                          value_size: int = 100) -> list[str]:
+    batches = keyed_batches(records, records // 10, codec, value_size)
+    size = sum(len(batch) for batch in batches)
+    append_rates, clean_rates = [], []
+    details = []
+    for _ in range(rounds):
+        elapsed, log = append_seconds(work / "append-0", batches, compact=False)
+        append_rates.append(size / elapsed / MIB)
+        log.close()
+        shutil.rmtree(work / "append-0")
+        _, log = append_seconds(work / "clean-0", batches, compact=True)
+        elapsed, section, stats = clean_seconds(log)
+        clean_rates.append(section / elapsed / MIB)
+        details.append(f"{section / MIB:.1f} MiB -> {log.size_in_bytes / MIB:.2f} MiB, "
+                       f"map {stats.map_messages_read} records, wrote "
+                       f"{stats.messages_written}")
+        log.close()
+        shutil.rmtree(work / "clean-0")
+        print(f"  {codec.name}: append {append_rates[-1]:.1f} MB/s, clean "
+              f"{clean_rates[-1]:.1f} MB/s ({details[-1]})", flush=True)
+    append_rate, clean_rate = statistics.median(append_rates), statistics.median(clean_rates)
+    return [(f"| clean vs append, {codec.name.lower()}, {records:,} records of ~{value_size} B "
+             f"/ {records // 10:,} "
+            f"keys ({size / MIB:.0f} MiB) | {append_rate:.1f} MB/s | {clean_rate:.1f} MB/s | "
+            f"**{clean_rate / append_rate:.2f}x** (goal >= 0.5x) | {details[-1]} |")]
+
+
+def log_bytes(directory: Path) -> int:
+    total = 0
+    for path in directory.glob("*.log"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:  # swapped by the cleaner meanwhile
+            pass
+    return total
+
+
+def produce_rate(broker: BrokerProcess, topic: str, records: int, policy: str) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {"cleanup.policy": policy, "segment.bytes": str(MIB),
+              "min.cleanable.dirty.ratio": "0.01"}
+    admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "linger.ms": 5, "compression.type": "lz4", "batch.size": 65536,
+                         "queue.buffering.max.messages": 1_000_000})
+    keys = max(records // 10, 1)
+    values = [os.urandom(50).hex().encode() for _ in range(64)]
+    failures = []
+    started = time.perf_counter()
+    for number in range(records):
+        producer.produce(topic, values[number % 64], b"key-%08d" % (number % keys),
+                         on_delivery=lambda error, _m: error and failures.append(error))
+        if number % 5000 == 0:
+            producer.poll(0)
+    producer.flush(300)
+    elapsed = time.perf_counter() - started
+    assert not failures, failures[:3]
+    return records / elapsed
+
+
+def bench_produce_while_cleaning(work: Path, records: int, rounds: int) -> list[str]:
+    (work / "broker").mkdir()
+    broker = BrokerProcess(work / "broker", {"log.cleaner.backoff.ms": "100"}).start()
+    rates: dict[str, list[float]] = {"delete": [], "compact": []}
+    try:
+        for round_number in range(rounds):
+            for policy in ("delete", "compact"):
+                topic = f"{policy}-{round_number}"
+                rates[policy].append(produce_rate(broker, topic, records, policy))
+                if policy == "compact":  # (untimed) the cleaner caught up before the next run
+                    wait_until(lambda topic=topic: f"cleaned Log({topic}-0" in
+                               broker.log_path.read_text(errors="replace"), 120,
+                               message=f"a cleaning of {topic}")
+                print(f"  produce into {policy}: {rates[policy][-1]:,.0f} records/s", flush=True)
+        cleanings = broker.log_path.read_text(errors="replace").count("cleaned Log(compact-")
+        sizes = {policy: sum(log_bytes(broker.data_dir / f"{policy}-{number}-0")
+                             for number in range(rounds)) / rounds / MIB
+                 for policy in rates}
+    finally:
+        broker.stop()
+    delete, compact = statistics.median(rates["delete"]), statistics.median(rates["compact"])
+    notes = (f"{cleanings} cleanings during the compact runs; log size at the end "
+             f"{sizes['delete']:.1f} MiB (delete) vs {sizes['compact']:.1f} MiB (compact)")
+    return [(f"| produce, compact vs delete topic, {records:,} records / {records // 10:,} keys, "
+            f"confluent-kafka acks=all lz4 | {delete:,.0f} records/s (delete) | "
+            f"{compact:,.0f} records/s (compact) | **{compact / delete:.2f}x** (goal >= 0.8x) "
+            f"| {notes} |")]
+
+
+def run(quick: bool = False) -> str:
+    records = 100_000 if quick else 1_000_000
+    produce_records = 100_000 if quick else 500_000
+    rounds = 1 if quick else 3
+    work = Path(tempfile.mkdtemp(prefix="odradek-cleaner-bench-"))
+    rows: list[str] = []
+    try:
+        print(f"cleaner benchmarks in {work}", flush=True)
+        for codec in (Compression.NONE, Compression.LZ4):
+            rows += bench_append_vs_clean(work, records, rounds, codec)
+        rows += bench_append_vs_clean(work, records // 8, rounds, Compression.NONE, 1000)
+        rows += bench_produce_while_cleaning(work, produce_records, rounds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    python = ".".join(map(str, sys.version_info[:3]))
+    flag = " --quick" if quick else ""
+    method = (f"Measured by `python -m bench cleaner{flag}` ({os.cpu_count()} cores shared "
+              f"with other work, Python {python}), {time.strftime('%Y-%m-%d')}; medians of "
+              f"{rounds} interleaved round(s). Method: see bench/cleaner_bench.py's docstring.")
+    table = ["| measurement | baseline | cleaner | ratio | notes |", "|---|---|---|---|---|",
+             *rows]
+    return "## Log cleaner\n\n" + method + "\n\n" + "\n".join(table) + "\n\n" + READING + "\n"
+
+
+READING = """Reading: the append path does no per-record work (one CRC and header check a batch); the
+cleaner decodes every record twice (offset map, then rewrite) and hashes its key twice (MD5,
+one open-addressing probe in Python each time), about 10-20 us a record here. Its rate in MB/s
+therefore follows the record size: ~0.2x the append rate for ~100 B records, at or above it
+for ~1 KB records; compressed batches are also decompressed twice and the kept records
+recompressed. Produce on a continuously cleaned topic (`min.cleanable.dirty.ratio=0.01`) gets
+~0.5-0.6x of a delete-policy topic because the cleaner thread shares the broker's interpreter
+(GIL) with the network and request threads; it yields once a batch, and
+`log.cleaner.io.max.bytes.per.second` caps its share. Reaching the goals (>= 0.5x, >= 0.8x)
+needs the cleaning work out of the broker's interpreter (a cleaner process writing the
+`.cleaned` files, the broker only swapping them) or a compiled record scanner."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    print(run(parser.parse_args().quick))
+
+
+if __name__ == "__main__":
+    main()
