@@ -17,21 +17,34 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek import __version__
 from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError
 from odradek.protocol import framing
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
-from odradek.protocol.messages import API_BY_KEY, ApiVersionsRequest, ApiVersionsResponse, Message
+from odradek.protocol.messages import (
+    API_BY_KEY,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    Message,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+from odradek.security.scram import SaslFailure, ScramClient, plain_client_token
 
 __all__ = ["CLIENT_SOFTWARE_NAME", "Connection"]
+
+if TYPE_CHECKING:
+    from odradek.client.security import SaslCredentials
 
 log = logging.getLogger("odradek.client.connection")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 CLIENT_SOFTWARE_NAME = "odradek-python"
 # Largest response frame accepted; Kafka's client has no limit of its own, this one only
 # guards against a peer that is not a Kafka broker (e.g. an HTTP server answering).
@@ -84,8 +97,12 @@ class Connection:
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -147,7 +164,8 @@ class Connection:
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 transport, _ = await loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port
+                    lambda: _Protocol(self), self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None,
                 )
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
@@ -161,7 +179,41 @@ class Connection:
             self._abort(KafkaConnectionError(f"ApiVersions negotiation with {self.describe} "
                                              f"failed: {exc}"))
             raise
+        if self.sasl is not None:
+            try:
+                await self._authenticate(self.sasl)
+            except BaseException as exc:
+                error = exc if isinstance(exc, KafkaError) else KafkaConnectionError(
+                    f"SASL authentication with {self.describe} failed: {exc}")
+                self._abort(error)  # type: ignore[arg-type]
+                raise
         self._ready = True
+
+    async def _authenticate(self, sasl: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two)."""
+        handshake = await self.send(SaslHandshakeRequest(mechanism=sasl.mechanism),
+                                    api_version=self.pick_version(SASL_HANDSHAKE_KEY,
+                                                                  min_version=1))
+        if handshake.error_code != ErrorCode.NONE:
+            raise KafkaError(handshake.error_code,
+                             f"SASL mechanism {sasl.mechanism} is not enabled on "
+                             f"{self.describe} (it offers {handshake.mechanisms})")
+
+        async def exchange(token: bytes) -> bytes:
+            response = await self.send(SaslAuthenticateRequest(auth_bytes=token))
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(response.error_code, response.error_message)
+            return bytes(response.auth_bytes or b"")
+
+        try:
+            if sasl.mechanism == "PLAIN":
+                await exchange(plain_client_token(sasl.username, sasl.password))
+            else:
+                client = ScramClient(sasl.mechanism, sasl.username, sasl.password)
+                server_first = await exchange(client.first())
+                client.verify(await exchange(client.final(server_first)))
+        except SaslFailure as exc:
+            raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
     def _set_socket_options(self) -> None:
         sock = self._transport.get_extra_info("socket") if self._transport else None

@@ -59,6 +59,7 @@ from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
+from odradek.server.authentication import build_listener_security
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -68,6 +69,7 @@ from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
+from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
 from odradek.server.network import (
     ConnectionCloseRequest,
@@ -149,6 +151,7 @@ class Broker:
         # filled in once the listeners are bound (a port may be 0 in the config).
         self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task] = []
+        self._listeners: list[ListenerConfig] | None = None
         self.default_log_config: LogConfig = config.log_config()
 
     # -- lifecycle
@@ -431,9 +434,20 @@ class Broker:
         return out
 
     def _listener_configs(self) -> list[ListenerConfig]:
-        return [ListenerConfig(name=e.name, host=e.host or "", port=e.port,
-                               security_protocol=e.security_protocol)
+        """The listeners with their TLS contexts and SASL settings (built once: a TLS context
+        loads its key and trust stores)."""
+        if self._listeners is None:
+            self._listeners = [
+                ListenerConfig(name=e.name, host=e.host or "", port=e.port,
+                               security_protocol=e.security_protocol,
+                               security=build_listener_security(
+                                   self.config, e.name, e.security_protocol,
+                                   self._scram_credentials))
                 for e in self.config.listeners]
+        return self._listeners
+
+    def _scram_credentials(self) -> Any:
+        return self.metadata_cache.image.scram_credentials if self.metadata_cache else {}
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait until it unfences this broker."""
@@ -547,8 +561,9 @@ class Broker:
         admin = AdminApis(node_id=self.node_id, config=self.config,
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
+        scram = ScramApis(cache, controller)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin, raft), FORWARDED)
+        self.apis.bind(forwarded_handler_table(admin, raft, scram), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -582,6 +597,7 @@ class Broker:
             transactions=TransactionApis(transactions, cache, replica_manager,
                                          self.group_coordinator,  # type: ignore[arg-type]
                                          int(self.config.get("request.timeout.ms"))),
+            scram=scram,
         )
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})

@@ -25,12 +25,16 @@ from odradek.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
+from odradek.security.principal import certificate_principal
+from odradek.server.authentication import ListenerSecurity, SaslSession
 
 log = logging.getLogger("odradek.network")
 
 API_VERSIONS_KEY = 18
 MAX_QUEUED_FRAMES = 64
 SENDFILE_COPY_CHUNK = 256 * 1024
+# Over TLS file regions are read and written in chunks this large (no sendfile through TLS).
+TLS_READ_CHUNK = 1024 * 1024
 WRITE_HIGH_WATER = 64 * 1024
 
 
@@ -73,7 +77,12 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.listener = listener
         self.transport: asyncio.Transport | None = None
-        self.frames = framing.FrameBuffer(server.max_request_size)
+        security = listener.security
+        # SASL listeners: the exchange's state; the principal once authenticated.
+        self.sasl = security.new_session() if security is not None else None
+        self.principal = "User:ANONYMOUS"
+        self.frames = framing.FrameBuffer(
+            security.max_receive_size if self.sasl is not None else server.max_request_size)
         self.queue: deque[Any] = deque()
         self.wakeup = asyncio.Event()
         self.writable = asyncio.Event()
@@ -109,6 +118,15 @@ class Connection(asyncio.Protocol):
             and self.server.sendfile_enabled
         )
         self.id = f"{self.listener.name}-{self.peer_host}:{self.peer_port}"
+        security = self.listener.security
+        if security is not None and security.security_protocol == "SSL":
+            try:
+                self.principal = certificate_principal(transport.get_extra_info("peercert"),
+                                                       security.principal_mapper)
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                log.info("closing %s: %s", self.id, exc)
+                self.close()
+                return
         self.server.connections.add(self)
         self.worker = asyncio.get_running_loop().create_task(self._run())
 
@@ -187,6 +205,10 @@ class Connection(asyncio.Protocol):
 
     async def _handle(self, frame: Any) -> None:
         received = time.monotonic_ns()
+        if self.sasl is not None and self.sasl.raw_tokens and \
+                self.sasl.state == self.sasl.AUTHENTICATE:
+            await self._handle_raw_token(frame)
+            return
         try:
             header, request = framing.decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -204,7 +226,17 @@ class Connection(asyncio.Protocol):
             log.info("closing %s: malformed request: %s", self.id, exc)
             self.close()
             return
-        ctx = RequestContext(header, self, self.listener.name, received)
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete:
+            if not sasl.accepts(header.request_api_key):
+                log.info("closing %s: unexpected request %d during SASL %s (state %s)", self.id,
+                         header.request_api_key, "handshake" if sasl.mechanism is None
+                         else "authentication", sasl.state)
+                self.close()
+                return
+            if header.request_api_key == API_VERSIONS_KEY:
+                sasl.on_api_versions()
+        ctx = RequestContext(header, self, self.listener.name, received, self.principal)
         try:
             response = self.server.dispatcher(ctx, request)
             if isinstance(response, Awaitable):
@@ -222,6 +254,32 @@ class Connection(asyncio.Protocol):
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
         self.server.record_latency(api_key, time.monotonic_ns() - received)
+        if sasl is not None and not self._after_sasl_step(sasl):
+            return
+
+    def _after_sasl_step(self, sasl: SaslSession) -> bool:
+        """After a response during authentication: close on failure (the answer is written
+        first, as Kafka sends it before closing), lift the pre-authentication frame limit on
+        success. False when the connection closes."""
+        if sasl.failed:
+            log.info("Failed authentication with %s (%s)", self.id, sasl.failure)
+            self.close()
+            return False
+        if sasl.complete and self.principal != sasl.principal:
+            self.principal = sasl.principal
+            self.frames.max_frame_size = self.server.max_request_size
+            log.debug("%s authenticated as %s (%s)", self.id, sasl.principal, sasl.mechanism)
+        return True
+
+    async def _handle_raw_token(self, frame: Any) -> None:
+        """A bare SASL token (after SaslHandshake v0), answered with a bare token; a failed
+        exchange just closes the connection (v0 has no way to say why)."""
+        sasl = self.sasl
+        assert sasl is not None
+        answer, _error = sasl.evaluate(bytes(frame))
+        if answer is not None:
+            await self._write(len(answer).to_bytes(4, "big") + answer)
+        self._after_sasl_step(sasl)
 
     async def _write(self, data: bytes) -> None:
         if self.closing:
@@ -244,7 +302,7 @@ class Connection(asyncio.Protocol):
         if length == 0:
             return
         if not self.sendfile_ok:
-            await self._write(region.read_bytes())
+            await self._copy_region(region)
             return
         file_fd = region.file.fileno()
         offset = region.position
@@ -269,6 +327,17 @@ class Connection(asyncio.Protocol):
             offset += len(chunk)
             await self._write(chunk)
 
+    async def _copy_region(self, region: Any) -> None:
+        """A file region through the transport (TLS): read and written in large chunks."""
+        file_fd = region.file.fileno()
+        offset, end = region.position, region.position + len(region)
+        while offset < end:
+            chunk = os.pread(file_fd, min(TLS_READ_CHUNK, end - offset), offset)
+            if not chunk:
+                raise ConnectionError("file region shorter than expected")
+            offset += len(chunk)
+            await self._write(chunk)
+
 
 @dataclass
 class ListenerConfig:
@@ -276,7 +345,12 @@ class ListenerConfig:
     host: str
     port: int
     security_protocol: str = "PLAINTEXT"
-    ssl_context: Any = None
+    # TLS context and SASL settings (None: plaintext without authentication)
+    security: ListenerSecurity | None = None
+
+    @property
+    def ssl_context(self) -> Any:
+        return self.security.ssl_context if self.security is not None else None
 
 
 @dataclass

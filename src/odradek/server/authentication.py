@@ -1,0 +1,227 @@
+"""Authentication on the broker's listeners: TLS and SASL, set up per listener from Kafka's
+configs, and the SASL exchange of one connection (Kafka's SaslServerAuthenticator).
+
+Every `ssl.*` / `sasl.*` setting may be overridden for one listener with Kafka's prefix
+`listener.name.<listener name in lower case>.`; a mechanism's JAAS config is looked up as
+`listener.name.<listener>.<mechanism>.sasl.jaas.config`, then `sasl.jaas.config`.
+
+A SASL connection may send only ApiVersions and SaslHandshake first, then SaslAuthenticate
+(or, after a SaslHandshake v0, bare SASL tokens) until authenticated; any other request closes
+it, as Kafka does. A failed exchange answers SASL_AUTHENTICATION_FAILED and the connection
+closes after that answer. The principal (`User:<name>`) is the connection's from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.config.types import ConfigError, Password
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.security import jaas, scram
+from odradek.security.principal import ANONYMOUS, SslPrincipalMapper
+from odradek.security.tls import server_context
+
+log = logging.getLogger("odradek.authentication")
+
+PLAIN = "PLAIN"
+SUPPORTED_MECHANISMS = (PLAIN, scram.SCRAM_SHA_256, scram.SCRAM_SHA_512)
+# Kafka's sasl.server.max.receive.size default: the largest frame before authentication.
+SASL_MAX_RECEIVE_SIZE = 524288
+
+SASL_HANDSHAKE_KEY = 17
+API_VERSIONS_KEY = 18
+SASL_AUTHENTICATE_KEY = 36
+
+#: (user) -> the credential of one SCRAM mechanism, or None
+CredentialLookup = Callable[[str], "scram.ScramCredential | None"]
+
+
+def _plain_value(value: Any) -> Any:
+    return value.value if isinstance(value, Password) else value
+
+
+@dataclass
+class ListenerSecurity:
+    """What one listener needs to authenticate its connections."""
+
+    name: str
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    principal_mapper: SslPrincipalMapper = field(default_factory=SslPrincipalMapper)
+    sasl_mechanisms: list[str] = field(default_factory=list)
+    plain_users: dict[str, str] = field(default_factory=dict)
+    # (mechanism name) -> that mechanism's credential lookup
+    scram_credentials: Callable[[str], CredentialLookup] | None = None
+    max_receive_size: int = SASL_MAX_RECEIVE_SIZE
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def new_session(self) -> SaslSession | None:
+        return SaslSession(self) if self.uses_sasl else None
+
+
+def listener_lookup(config: Any, listener_name: str) -> Callable[[str], Any]:
+    """`name` -> its value for this listener: `listener.name.<listener>.<name>`, else the
+    broker-wide value (None when unset)."""
+    prefix = f"listener.name.{listener_name.lower()}."
+    originals = config.originals
+
+    def lookup(name: str) -> Any:
+        if prefix + name in originals:
+            return originals[prefix + name]
+        try:
+            return _plain_value(config.get(name))
+        except KeyError:
+            return None
+    return lookup
+
+
+def _list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return list(value)
+
+
+def build_listener_security(config: Any, listener_name: str, security_protocol: str,
+                            scram_credentials: Callable[[], Mapping[str, Mapping[int, Any]]],
+                            ) -> ListenerSecurity:
+    """A listener's TLS context and SASL settings from the broker config. `scram_credentials`
+    returns the current metadata image's credentials (user -> mechanism id -> credential)."""
+    lookup = listener_lookup(config, listener_name)
+    security = ListenerSecurity(listener_name, security_protocol)
+    security.principal_mapper = SslPrincipalMapper(lookup("ssl.principal.mapping.rules"))
+    if security.uses_ssl:
+        # KIP-684: on SASL_SSL listeners only a listener-prefixed ssl.client.auth applies.
+        prefixed = f"listener.name.{listener_name.lower()}.ssl.client.auth"
+        if security_protocol == "SASL_SSL":
+            client_auth = str(config.originals.get(prefixed, "none"))
+        else:
+            client_auth = str(lookup("ssl.client.auth") or "none")
+        security.ssl_context = server_context(lookup, client_auth=client_auth)
+    if security.uses_sasl:
+        enabled = _list(lookup("sasl.enabled.mechanisms"))
+        unsupported = [name for name in enabled if name not in SUPPORTED_MECHANISMS]
+        if unsupported:
+            log.warning("listener %s: SASL mechanisms %s are not supported and not offered "
+                        "(supported: %s)", listener_name, unsupported,
+                        ", ".join(SUPPORTED_MECHANISMS))
+        security.sasl_mechanisms = [name for name in enabled if name in SUPPORTED_MECHANISMS]
+        if not security.sasl_mechanisms:
+            raise ConfigError(f"Listener {listener_name} ({security_protocol}) has no supported "
+                              f"SASL mechanism in sasl.enabled.mechanisms {enabled}: enable "
+                              f"some of {', '.join(SUPPORTED_MECHANISMS)}")
+        if PLAIN in security.sasl_mechanisms:
+            text = lookup("plain.sasl.jaas.config") or lookup("sasl.jaas.config")
+            if text is None:
+                raise ConfigError(f"No JAAS config for SASL/PLAIN on listener {listener_name}: "
+                                  f"set listener.name.{listener_name.lower()}.plain."
+                                  "sasl.jaas.config (PlainLoginModule with user_<name> options)")
+            security.plain_users = jaas.plain_users(str(_plain_value(text)))
+
+        def credentials_of(mechanism: str) -> CredentialLookup:
+            mechanism_id = scram.MECHANISM_IDS[mechanism]
+            return lambda user: scram_credentials().get(user, {}).get(mechanism_id)
+        security.scram_credentials = credentials_of
+        try:
+            size = int(config.get("sasl.server.max.receive.size"))
+        except (KeyError, TypeError, ValueError):
+            size = SASL_MAX_RECEIVE_SIZE
+        security.max_receive_size = size
+    return security
+
+
+class SaslSession:
+    """One connection's SASL exchange (Kafka's SaslServerAuthenticator states)."""
+
+    HANDSHAKE_OR_VERSIONS = "HANDSHAKE_OR_VERSIONS_REQUEST"
+    HANDSHAKE = "HANDSHAKE_REQUEST"
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+    def __init__(self, security: ListenerSecurity) -> None:
+        self.security = security
+        self.state = self.HANDSHAKE_OR_VERSIONS
+        self.mechanism: str | None = None
+        self.raw_tokens = False  # after SaslHandshake v0: bare tokens, no request headers
+        self.principal = ANONYMOUS
+        self._server: Any = None
+        self.failure: str | None = None  # for the broker's log, never a password
+
+    @property
+    def complete(self) -> bool:
+        return self.state == self.COMPLETE
+
+    @property
+    def failed(self) -> bool:
+        return self.state == self.FAILED
+
+    def accepts(self, api_key: int) -> bool:
+        """Whether a request of `api_key` may come now (before authentication completes)."""
+        if self.state == self.HANDSHAKE_OR_VERSIONS:
+            return api_key in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY)
+        if self.state == self.HANDSHAKE:
+            return api_key == SASL_HANDSHAKE_KEY
+        if self.state == self.AUTHENTICATE:
+            return api_key == SASL_AUTHENTICATE_KEY and not self.raw_tokens
+        return self.state == self.COMPLETE
+
+    def on_api_versions(self) -> None:
+        if self.state == self.HANDSHAKE_OR_VERSIONS:
+            self.state = self.HANDSHAKE
+
+    def handshake(self, mechanism: str, version: int) -> m.SaslHandshakeResponse:
+        enabled = list(self.security.sasl_mechanisms)
+        if mechanism not in enabled:
+            self.state = self.FAILED
+            self.failure = f"Unsupported SASL mechanism {mechanism}"
+            return m.SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                           mechanisms=enabled)
+        self.mechanism = mechanism
+        if mechanism == PLAIN:
+            self._server = scram.PlainServer(self.security.plain_users)
+        else:
+            assert self.security.scram_credentials is not None
+            self._server = scram.ScramServer(mechanism,
+                                             self.security.scram_credentials(mechanism))
+        self.raw_tokens = version == 0
+        self.state = self.AUTHENTICATE
+        return m.SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
+
+    def evaluate(self, token: bytes) -> tuple[bytes | None, str | None]:
+        """(the token to answer, None) or (None, the error message for the client)."""
+        try:
+            answer = self._server.evaluate(token)
+        except scram.SaslFailure as exc:
+            self.state = self.FAILED
+            self.failure = str(exc)
+            message = exc.client_message or (
+                "Authentication failed during authentication due to invalid credentials with "
+                f"SASL mechanism {self.mechanism}")
+            return None, message
+        if self._server.complete:
+            self.state = self.COMPLETE
+            self.principal = f"User:{self._server.username}"
+        return answer, None
+
+    def authenticate(self, auth_bytes: bytes) -> m.SaslAuthenticateResponse:
+        answer, error = self.evaluate(bytes(auth_bytes))
+        if error is not None:
+            return m.SaslAuthenticateResponse(
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=error,
+                auth_bytes=b"", session_lifetime_ms=0)
+        return m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
+                                          auth_bytes=answer or b"", session_lifetime_ms=0)
