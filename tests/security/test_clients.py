@@ -1,0 +1,188 @@
+"""Third-party clients and Odradek's own over SSL, SASL_PLAINTEXT and SASL_SSL."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from tests.security.conftest import PLAIN_USERS, SCRAM_USERS
+
+CREDENTIALS = {"PLAIN": ("alice", PLAIN_USERS["alice"]),
+               "SCRAM-SHA-256": ("scram-256", SCRAM_USERS["scram-256"][1]),
+               "SCRAM-SHA-512": ("scram-512", SCRAM_USERS["scram-512"][1])}
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _confluent_round_trip(config: dict, count: int = 20) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+    topic = _topic("sec")
+    producer = Producer({**config, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def _ssl_config(broker, listener: str, with_cert: bool) -> dict:
+    config = {"bootstrap.servers": broker.address(listener), "security.protocol": "SSL",
+              "ssl.ca.location": str(broker.ca.cert_path)}
+    if with_cert:
+        config |= {"ssl.certificate.location": str(broker.client.cert_path),
+                   "ssl.key.location": str(broker.client.key_path)}
+    return config
+
+
+@pytest.mark.parametrize("listener,with_cert", [("SSL", False), ("SSL", True), ("MTLS", True)])
+def test_confluent_kafka_over_ssl(secure_broker, listener, with_cert):
+    values = _confluent_round_trip(_ssl_config(secure_broker, listener, with_cert))
+    assert values == [f"v{i}".encode() for i in range(20)]
+
+
+def test_required_client_auth_refuses_a_client_without_certificate(secure_broker):
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({**_ssl_config(secure_broker, "MTLS", with_cert=False),
+                         "socket.connection.setup.timeout.ms": 5000})
+    with pytest.raises(Exception):
+        admin.list_topics(timeout=5)
+    # ... and the broker goes on serving clients with one.
+    assert _confluent_round_trip(_ssl_config(secure_broker, "MTLS", True), 3) == [
+        b"v0", b"v1", b"v2"]
+
+
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_confluent_kafka_over_sasl(secure_broker, listener, mechanism):
+    username, password = CREDENTIALS[mechanism]
+    config = {"bootstrap.servers": secure_broker.address(listener),
+              "security.protocol": listener, "sasl.mechanism": mechanism,
+              "sasl.username": username, "sasl.password": password}
+    if listener == "SASL_SSL":
+        config["ssl.ca.location"] = str(secure_broker.ca.cert_path)
+    assert _confluent_round_trip(config, 5) == [f"v{i}".encode() for i in range(5)]
+
+
+def _kafka_python_round_trip(config: dict) -> list[bytes]:
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = _topic("kp")
+    producer = KafkaProducer(**config)
+    for i in range(5):
+        producer.send(topic, f"k{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                             **config)
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == 5:
+            break
+    consumer.close()
+    return values
+
+
+@pytest.mark.parametrize("listener,mechanism", [
+    ("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512")])
+def test_kafka_python(secure_broker, listener, mechanism):
+    config: dict = {"bootstrap_servers": secure_broker.address(listener),
+                    "security_protocol": listener}
+    if "SSL" in listener:
+        config |= {"ssl_cafile": str(secure_broker.ca.cert_path)}
+    if mechanism is not None:
+        username, password = CREDENTIALS[mechanism]
+        config |= {"sasl_mechanism": mechanism, "sasl_plain_username": username,
+                   "sasl_plain_password": password}
+    assert _kafka_python_round_trip(config) == [f"k{i}".encode() for i in range(5)]
+
+
+@pytest.mark.parametrize("listener,mechanism", [
+    ("SSL", None), ("SASL_SSL", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-512")])
+def test_aiokafka(secure_broker, listener, mechanism):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> list[bytes]:
+        config: dict = {"bootstrap_servers": secure_broker.address(listener),
+                        "security_protocol": listener}
+        if "SSL" in listener:
+            config["ssl_context"] = create_ssl_context(cafile=str(secure_broker.ca.cert_path))
+        if mechanism is not None:
+            username, password = CREDENTIALS[mechanism]
+            config |= {"sasl_mechanism": mechanism, "sasl_plain_username": username,
+                       "sasl_plain_password": password}
+        topic = _topic("aio")
+        producer = AIOKafkaProducer(**config)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **config)
+        await consumer.start()
+        values = []
+        try:
+            async with asyncio.timeout(30):
+                async for message in consumer:
+                    values.append(message.value)
+                    if len(values) == 5:
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    assert asyncio.run(run()) == [f"a{i}".encode() for i in range(5)]
+
+
+@pytest.mark.parametrize("listener,mechanism,jaas", [
+    ("MTLS", None, False), ("SASL_SSL", "SCRAM-SHA-512", True),
+    ("SASL_PLAINTEXT", "PLAIN", False), ("SASL_PLAINTEXT", "SCRAM-SHA-256", False)])
+def test_odradek_client(secure_broker, listener, mechanism, jaas):
+    from odradek.client import Consumer, Producer, TopicPartition
+    protocol = "SSL" if listener == "MTLS" else listener
+    config: dict = {"bootstrap.servers": secure_broker.address(listener),
+                    "security.protocol": protocol}
+    if "SSL" in protocol:
+        config |= {"ssl.truststore.type": "PEM",
+                   "ssl.truststore.location": str(secure_broker.ca.cert_path)}
+    if listener == "MTLS":
+        config |= {"ssl.certificate.location": str(secure_broker.client.cert_path),
+                   "ssl.key.location": str(secure_broker.client.key_path)}
+    if mechanism is not None:
+        username, password = CREDENTIALS[mechanism]
+        config["sasl.mechanism"] = mechanism
+        if jaas:
+            config["sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{username}" password="{password}";')
+        else:
+            config |= {"sasl.username": username, "sasl.password": password}
+    topic = _topic("odr")
+    with Producer({**config, "linger.ms": 0}) as producer:
+        for i in range(5):
+            producer.send(topic, f"o{i}".encode(), partition=0).get(30)
+    import time
+    with Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 5 and time.monotonic() < deadline:
+            values.extend(record.value for record in consumer.poll(200))
+    assert values == [f"o{i}".encode() for i in range(5)]
