@@ -116,8 +116,9 @@ def test_controller_credential_checks_and_image_round_trip():
         U(name="few", mechanism=1, iterations=100, salt=b"s", salted_password=salted),
         U(name="many", mechanism=2, iterations=20000, salt=b"s", salted_password=salted),
         U(name="bad-mech", mechanism=9, iterations=4096, salt=b"s", salted_password=salted),
+        # a user is altered once per request, whatever the mechanism (Kafka's rule)
         U(name="twice", mechanism=1, iterations=4096, salt=b"s", salted_password=salted),
-        U(name="twice", mechanism=1, iterations=4096, salt=b"s", salted_password=salted),
+        U(name="twice", mechanism=2, iterations=4096, salt=b"s", salted_password=salted),
         U(name="", mechanism=1, iterations=4096, salt=b"s", salted_password=salted)])
     errors = {user: result.error for user, result in results.items()}
     assert errors == {"ghost": ErrorCode.RESOURCE_NOT_FOUND, "ok": ErrorCode.NONE,
@@ -126,6 +127,8 @@ def test_controller_credential_checks_and_image_round_trip():
                       "bad-mech": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                       "twice": ErrorCode.DUPLICATE_RESOURCE,
                       "": ErrorCode.UNACCEPTABLE_CREDENTIAL}
+    assert results["twice"].message == "A user credential cannot be altered twice in the same request"
+    assert list(results)[0] == "ok"  # successes first, then failures (Kafka's order)
     image = replay_records(records)
     stored = image.scram_credentials["ok"][1]
     assert stored == scram.credential_from_salted_password("SCRAM-SHA-256", salted, b"salt", 4096)

@@ -22,58 +22,71 @@ from odradek.security.scram import (
 )
 
 
+DUPLICATE_MESSAGE = "A user credential cannot be altered twice in the same request"
+
+
+def _check_name_and_mechanism(name: str, mechanism: int) -> OpResult | None:
+    if not name:
+        return OpResult.fail(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+    if mechanism not in MECHANISM_NAMES:
+        return OpResult.fail(ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+    return None
+
+
 def alter_user_scram_credentials(
         image: MetadataImage, deletions: Sequence[Any], upsertions: Sequence[Any],
 ) -> tuple[dict[str, OpResult], list[Any]]:
-    """(user -> result, in request order; records to commit for the users that succeed)."""
+    """(user -> result; the records of the users that succeed). As Kafka, a user may be named
+    once per request (a second alteration of the same user, whatever the mechanism, fails the
+    user with DUPLICATE_RESOURCE); results list deletions, then upsertions, then failures."""
+    to_delete: dict[str, Any] = {}
+    to_upsert: dict[str, Any] = {}
+    errors: dict[str, OpResult] = {}
+    for deletion in deletions:
+        name = deletion.name
+        if name in errors:
+            continue
+        if to_delete.pop(name, None) is not None:
+            errors[name] = OpResult.fail(ErrorCode.DUPLICATE_RESOURCE, DUPLICATE_MESSAGE)
+            continue
+        error = _check_name_and_mechanism(name, deletion.mechanism)
+        if error is None and deletion.mechanism not in image.scram_credentials.get(name, {}):
+            error = OpResult.fail(ErrorCode.RESOURCE_NOT_FOUND,
+                                  "Attempt to delete a user credential that does not exist")
+        if error is not None:
+            errors[name] = error
+        else:
+            to_delete[name] = deletion
+    for upsertion in upsertions:
+        name = upsertion.name
+        if name in errors:
+            continue
+        if to_delete.pop(name, None) is not None or to_upsert.pop(name, None) is not None:
+            errors[name] = OpResult.fail(ErrorCode.DUPLICATE_RESOURCE, DUPLICATE_MESSAGE)
+            continue
+        error = _check_name_and_mechanism(name, upsertion.mechanism)
+        if error is None and upsertion.iterations < MIN_ITERATIONS:
+            error = OpResult.fail(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
+        elif error is None and upsertion.iterations > MAX_ITERATIONS:
+            error = OpResult.fail(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
+        if error is not None:
+            errors[name] = error
+        else:
+            to_upsert[name] = upsertion
     results: dict[str, OpResult] = {}
-    failed: dict[str, OpResult] = {}
-    seen: dict[tuple[str, int], int] = {}
-    for alteration in [*deletions, *upsertions]:
-        results.setdefault(alteration.name, OpResult())
-        key = (alteration.name, alteration.mechanism)
-        seen[key] = seen.get(key, 0) + 1
-
-    def fail(user: str, code: ErrorCode, message: str) -> None:
-        failed.setdefault(user, OpResult.fail(code, message))
-
-    for (user, _mechanism), count in seen.items():
-        if count > 1:
-            fail(user, ErrorCode.DUPLICATE_RESOURCE,
-                 "A user credential cannot be altered twice in the same request")
-    for alteration in [*deletions, *upsertions]:
-        user = alteration.name
-        if not user:
-            fail(user, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-        elif alteration.mechanism not in MECHANISM_NAMES:
-            fail(user, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
-    for upsertion in upsertions:
-        if upsertion.mechanism not in MECHANISM_NAMES:
-            continue
-        if upsertion.iterations < MIN_ITERATIONS:
-            fail(upsertion.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")
-        elif upsertion.iterations > MAX_ITERATIONS:
-            fail(upsertion.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
-    for deletion in deletions:
-        existing = image.scram_credentials.get(deletion.name, {})
-        if deletion.mechanism in MECHANISM_NAMES and deletion.mechanism not in existing:
-            fail(deletion.name, ErrorCode.RESOURCE_NOT_FOUND,
-                 "Attempt to delete a user credential that does not exist")
     records: list[Any] = []
-    for deletion in deletions:
-        if deletion.name not in failed:
-            records.append(m.RemoveUserScramCredentialRecord(name=deletion.name,
-                                                             mechanism=deletion.mechanism))
-    for upsertion in upsertions:
-        if upsertion.name in failed:
-            continue
-        mechanism = MECHANISM_NAMES[upsertion.mechanism]
+    for name, deletion in to_delete.items():
+        results[name] = OpResult()
+        records.append(m.RemoveUserScramCredentialRecord(name=name,
+                                                         mechanism=deletion.mechanism))
+    for name, upsertion in to_upsert.items():
         credential = credential_from_salted_password(
-            mechanism, bytes(upsertion.salted_password), bytes(upsertion.salt),
-            upsertion.iterations)
+            MECHANISM_NAMES[upsertion.mechanism], bytes(upsertion.salted_password),
+            bytes(upsertion.salt), upsertion.iterations)
+        results[name] = OpResult()
         records.append(m.UserScramCredentialRecord(
-            name=upsertion.name, mechanism=upsertion.mechanism, salt=credential.salt,
+            name=name, mechanism=upsertion.mechanism, salt=credential.salt,
             stored_key=credential.stored_key, server_key=credential.server_key,
             iterations=credential.iterations))
-    results.update(failed)
+    results.update(errors)
     return results, records

@@ -41,7 +41,7 @@ class ScramApis:
                 results.append(R.DescribeUserScramCredentialsResult(
                     user=name, error_code=ErrorCode.DUPLICATE_RESOURCE,
                     error_message="Cannot describe SCRAM credentials for the same user twice "
-                                  "in a single request", credential_infos=[]))
+                                  f"in a single request: {name}", credential_infos=[]))
                 continue
             user_credentials = credentials.get(name)
             if not user_credentials:
