@@ -22,6 +22,13 @@ def _name(common_name: str, unit: str | None = None) -> x509.Name:
     return x509.Name(attributes)
 
 
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
 @dataclass
 class Issued:
     cert_pem: str
@@ -52,7 +59,8 @@ class TestCA:
         self.cert_path.write_text(self.cert_pem)
 
     def issue(self, common_name: str, *, unit: str | None = None, server: bool = False,
-              password: bytes | None = None) -> Issued:
+              password: bytes | None = None,
+              host_names: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         builder = (
@@ -66,8 +74,7 @@ class TestCA:
                 critical=False))
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
+                _san(name) for name in host_names]), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         encryption = (serialization.BestAvailableEncryption(password) if password
                       else serialization.NoEncryption())
