@@ -1,0 +1,49 @@
+"""The CLI tools take the client's security settings from their config files
+(`--command-config`, `--producer.config`, `--consumer.config`), as Kafka's scripts do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+
+from tests.broker_process import ODRADEK
+from tests.security.conftest import SCRAM_USERS
+
+
+def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*ODRADEK, *args], input=stdin, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+
+
+def test_tools_over_sasl_ssl_with_scram(secure_broker, tmp_path):
+    _, password = SCRAM_USERS["scram-512"]
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="scram-512" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secure_broker.ca.cert_path}\n")
+    bootstrap = secure_broker.address("SASL_SSL")
+    topic = f"tools-{uuid.uuid4().hex[:8]}"
+    created = _run("topics", "--bootstrap-server", bootstrap, "--command-config", str(config),
+                   "--create", "--topic", topic, "--partitions", "1")
+    assert created.returncode == 0, created.stderr
+    listed = _run("topics", "--bootstrap-server", bootstrap, "--command-config", str(config),
+                  "--list")
+    assert topic in listed.stdout.split()
+    produced = _run("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                    "--producer.config", str(config), stdin="one\ntwo\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = _run("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                    "--consumer.config", str(config), "--from-beginning",
+                    "--max-messages", "2", "--timeout-ms", "20000")
+    assert consumed.stdout.split() == ["one", "two"], consumed.stderr
+    # a wrong password: the tool fails with Kafka's authentication error
+    config.write_text(config.read_text().replace(password, "wrong"))
+    failed = _run("topics", "--bootstrap-server", bootstrap, "--command-config", str(config),
+                  "--list")
+    assert failed.returncode != 0
+    assert "SASL" in failed.stderr or "Authentication" in failed.stderr, failed.stderr
