@@ -9,7 +9,7 @@
 * `AsyncConsumer` / `Consumer`: Kafka's consumer, with manual assignment or consumer group
   membership (`subscribe`, see `group` and `assignors`).
 
-Imports only `odradek.protocol`.
+Imports only `odradek.protocol`, `odradek.config` (the config model) and `odradek.security`.
 """
 
 from odradek.client.admin import Admin, AdminClient
