@@ -13,6 +13,7 @@ from tests.broker_process import BrokerProcess, free_port
 from tests.security.certs import Issued, TestCA
 
 PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+REAUTH_MS = 3000
 SCRAM_USERS = {"scram-256": ("SCRAM-SHA-256", "scram-pass-256"),
                "scram-512": ("SCRAM-SHA-512", "scram-pass-512")}
 
@@ -81,6 +82,8 @@ def secure_broker(tmp_path_factory) -> SecureBroker:
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas_plain(),
         "listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas_plain(),
+        # KIP-368 for one listener and mechanism (only clients that re-authenticate use it)
+        "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms": str(REAUTH_MS),
     }
     process = BrokerProcess(workdir, overrides=overrides)
     # The readiness probe and `bootstrap` use these (our overrides replaced its own ports).

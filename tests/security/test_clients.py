@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import uuid
 
 import pytest
 
-from tests.security.conftest import PLAIN_USERS, SCRAM_USERS
+from tests.security.conftest import PLAIN_USERS, REAUTH_MS, SCRAM_USERS
 
 CREDENTIALS = {"PLAIN": ("alice", PLAIN_USERS["alice"]),
                "SCRAM-SHA-256": ("scram-256", SCRAM_USERS["scram-256"][1]),
@@ -29,7 +31,6 @@ def _confluent_round_trip(config: dict, count: int = 20) -> list[bytes]:
     consumer.subscribe([topic])
     values: list[bytes] = []
     try:
-        import time
         deadline = time.monotonic() + 30
         while len(values) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -178,7 +179,6 @@ def test_odradek_client(secure_broker, listener, mechanism, jaas):
     with Producer({**config, "linger.ms": 0}) as producer:
         for i in range(5):
             producer.send(topic, f"o{i}".encode(), partition=0).get(30)
-    import time
     with Consumer({**config, "auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         values: list[bytes] = []
@@ -186,3 +186,72 @@ def test_odradek_client(secure_broker, listener, mechanism, jaas):
         while len(values) < 5 and time.monotonic() < deadline:
             values.extend(record.value for record in consumer.poll(200))
     assert values == [f"o{i}".encode() for i in range(5)]
+
+
+def test_large_fetch_over_tls(secure_broker):
+    """Fetch responses over TLS carry file regions larger than the 1 MiB copy chunk intact."""
+    from confluent_kafka import Consumer, Producer
+    config = _ssl_config(secure_broker, "SSL", with_cert=False)
+    topic = _topic("big")
+    values = [bytes([i % 251]) * 200_000 for i in range(30)]  # ~6 MB
+    producer = Producer({**config, "linger.ms": 50, "message.max.bytes": 1_000_000})
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(60) == 0
+    consumer = Consumer({**config, "group.id": topic, "auto.offset.reset": "earliest",
+                         "fetch.max.bytes": 8_000_000,
+                         "max.partition.fetch.bytes": 8_000_000})
+    consumer.subscribe([topic])
+    received: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(received) < len(values) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                received.append(message.value())
+    finally:
+        consumer.close()
+    assert received == values
+
+
+def test_confluent_kafka_reauthenticates(secure_broker):
+    """KIP-368 with librdkafka: SASL_SSL + SCRAM-SHA-512 sessions last REAUTH_MS there; a
+    producer keeps its connection by re-authenticating, and the broker closes nothing."""
+    from confluent_kafka import Producer
+
+
+    class Capture(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    capture = Capture()
+    logger = logging.getLogger(f"librdkafka-{uuid.uuid4().hex[:6]}")
+    logger.addHandler(capture)
+    logger.setLevel(logging.DEBUG)
+    username, password = CREDENTIALS["SCRAM-SHA-512"]
+    producer = Producer({"bootstrap.servers": secure_broker.address("SASL_SSL"),
+                         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": username, "sasl.password": password,
+                         "ssl.ca.location": str(secure_broker.ca.cert_path),
+                         "debug": "security", "linger.ms": 0}, logger=logger)
+    topic = _topic("reauth")
+    failures: list = []
+    deadline = time.monotonic() + 4 * REAUTH_MS / 1000
+    sent = 0
+
+    def reauthentications() -> int:
+        # librdkafka's line when it authenticates again on a connection
+        return sum("Auth in state REAUTH" in line for line in capture.lines)
+
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"x", on_delivery=lambda err, _msg: err and failures.append(err))
+        sent += 1
+        producer.poll(0.1)
+    assert producer.flush(30) == 0
+    assert not failures and sent > 10
+    assert reauthentications() > 0, "\n".join(capture.lines[-20:])
+    assert "SASL session expired" not in secure_broker.process.log_path.read_text()

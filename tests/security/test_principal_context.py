@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from odradek.client.connection import Connection
+from odradek.clock import ManualClock
 from odradek.client.errors import KafkaConnectionError
 from odradek.client.security import SaslCredentials
 from odradek.protocol import messages as m
@@ -131,3 +132,89 @@ def test_sasl_principal(mechanism):
             ListenerConfig("SASL_PLAINTEXT", "127.0.0.1", 0, "SASL_PLAINTEXT", security), [],
             sasl=SaslCredentials(mechanism, "carol", "wrong")))
     assert failure.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def _scram_listener(lifetime_ms: int, **options) -> ListenerConfig:
+    credentials = {"carol": scram.credential_from_password("SCRAM-SHA-256", "pw")}
+    security = ListenerSecurity("SASL_PLAINTEXT", "SASL_PLAINTEXT",
+                                sasl_mechanisms=["SCRAM-SHA-256"],
+                                scram_credentials=lambda _mechanism: credentials.get,
+                                reauth_ms=lambda _mechanism: lifetime_ms, **options)
+    return ListenerConfig("SASL_PLAINTEXT", "127.0.0.1", 0, "SASL_PLAINTEXT", security)
+
+
+def test_client_reauthenticates_before_the_session_ends():
+    """KIP-368: the broker gives the session a lifetime in SaslAuthenticate; Odradek's client
+    re-authenticates on the same connection before it ends and keeps working after it."""
+    principals: list[tuple[int, str]] = []
+
+    async def run() -> None:
+        # (above 1 s: Kafka takes at most one re-authentication a second)
+        listener = _scram_listener(1500)
+        server = _recording_server(principals)
+        await server.start([listener])
+        try:
+            connection = await Connection.open(
+                "127.0.0.1", server.bound_ports[listener.name],
+                sasl=SaslCredentials("SCRAM-SHA-256", "carol", "pw"))
+            try:
+                async with asyncio.timeout(10):
+                    # two re-authentications: the first session and the second one ended
+                    while [key for key, _ in principals].count(17) < 3:
+                        await connection.send(m.MetadataRequest(topics=None), api_version=12)
+                        await asyncio.sleep(0.05)
+                assert not connection.closed
+            finally:
+                await connection.close()
+        finally:
+            await server.stop(grace_s=1)
+
+    asyncio.run(run())
+    assert {principal for key, principal in principals if key == 3} == {"User:carol"}
+
+
+def test_expired_session_is_closed_at_the_next_request():
+    """A client that does not re-authenticate: the first request after the session's end
+    closes the connection (Kafka's expired-channel rule); a re-authentication starts only
+    when the session has a lifetime."""
+    clock = ManualClock()
+
+    async def run() -> None:
+        listener = _scram_listener(5000, clock=clock.monotonic)
+        server = _recording_server([])
+        await server.start([listener])
+        try:
+            connection = Connection("127.0.0.1", server.bound_ports[listener.name],
+                                    sasl=SaslCredentials("SCRAM-SHA-256", "carol", "pw"))
+            await connection.connect()
+            connection._reauth_timer.cancel()  # a client without KIP-368
+            await connection.send(m.MetadataRequest(topics=None), api_version=12)
+            clock.advance(5001)
+            with pytest.raises(KafkaConnectionError):
+                await connection.send(m.MetadataRequest(topics=None), api_version=12)
+        finally:
+            await server.stop(grace_s=1)
+
+    asyncio.run(run())
+
+
+def test_no_reauthentication_without_a_session_lifetime():
+    principals: list[tuple[int, str]] = []
+
+    async def run() -> m.SaslHandshakeResponse:
+        listener = _scram_listener(0)
+        server = _recording_server(principals)
+        await server.start([listener])
+        try:
+            connection = await Connection.open(
+                "127.0.0.1", server.bound_ports[listener.name],
+                sasl=SaslCredentials("SCRAM-SHA-256", "carol", "pw"))
+            try:
+                return await connection.send(m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"),
+                                             api_version=1)
+            finally:
+                await connection.close()
+        finally:
+            await server.stop(grace_s=1)
+
+    assert asyncio.run(run()).error_code == ErrorCode.ILLEGAL_SASL_STATE

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import random
 import socket
 import ssl
 import time
@@ -45,6 +46,7 @@ log = logging.getLogger("odradek.client.connection")
 
 API_VERSIONS_KEY = 18
 SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
 CLIENT_SOFTWARE_NAME = "odradek-python"
 # Largest response frame accepted; Kafka's client has no limit of its own, this one only
 # guards against a peer that is not a Kafka broker (e.g. an HTTP server answering).
@@ -126,6 +128,10 @@ class Connection:
         self._close_error: KafkaError | None = None
         self._closed = asyncio.Event()
         self._ready = False
+        self._not_reauthenticating = asyncio.Event()
+        self._not_reauthenticating.set()
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -190,19 +196,28 @@ class Connection:
         self._ready = True
 
     async def _authenticate(self, sasl: SaslCredentials) -> None:
-        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two)."""
-        handshake = await self.send(SaslHandshakeRequest(mechanism=sasl.mechanism),
-                                    api_version=self.pick_version(SASL_HANDSHAKE_KEY,
-                                                                  min_version=1))
+        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two). When the
+        broker gives the session a lifetime (KIP-368), re-authenticate before it ends."""
+        async def call(request: Message, api_key: int, min_version: int = 0) -> Any:
+            # Straight to the wire: during a re-authentication `send` holds other requests.
+            version = self.pick_version(api_key, min_version=min_version)
+            return await self._send(request, api_key, version, None, True)
+
+        handshake = await call(SaslHandshakeRequest(mechanism=sasl.mechanism),
+                               SASL_HANDSHAKE_KEY, min_version=1)
         if handshake.error_code != ErrorCode.NONE:
             raise KafkaError(handshake.error_code,
                              f"SASL mechanism {sasl.mechanism} is not enabled on "
                              f"{self.describe} (it offers {handshake.mechanisms})")
+        lifetime_ms = 0
 
         async def exchange(token: bytes) -> bytes:
-            response = await self.send(SaslAuthenticateRequest(auth_bytes=token))
+            nonlocal lifetime_ms
+            response = await call(SaslAuthenticateRequest(auth_bytes=token),
+                                  SASL_AUTHENTICATE_KEY)
             if response.error_code != ErrorCode.NONE:
                 raise KafkaError(response.error_code, response.error_message)
+            lifetime_ms = response.session_lifetime_ms or 0
             return bytes(response.auth_bytes or b"")
 
         try:
@@ -214,6 +229,27 @@ class Connection:
                 client.verify(await exchange(client.final(server_first)))
         except SaslFailure as exc:
             raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        if lifetime_ms > 0:
+            # Kafka's client: at a random point between 85% and 95% of the lifetime.
+            delay_s = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+            self._reauth_timer = asyncio.get_running_loop().call_later(
+                delay_s, self._start_reauthentication, sasl)
+
+    def _start_reauthentication(self, sasl: SaslCredentials) -> None:
+        self._reauth_timer = None
+        if not self.closed:
+            self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate(sasl))
+
+    async def _reauthenticate(self, sasl: SaslCredentials) -> None:
+        self._not_reauthenticating.clear()
+        try:
+            await self._authenticate(sasl)
+            log.debug("re-authenticated with %s", self.describe)
+        except Exception as exc:  # noqa: BLE001 - any failure ends the connection
+            self._abort(KafkaConnectionError(
+                f"Re-authentication with {self.describe} failed: {exc}"))
+        finally:
+            self._not_reauthenticating.set()
 
     def _set_socket_options(self) -> None:
         sock = self._transport.get_extra_info("socket") if self._transport else None
@@ -335,6 +371,10 @@ class Connection:
         if api_version is None:
             api_version = self.pick_version(api_key)
         self._check_open()
+        if not self._not_reauthenticating.is_set():
+            # KIP-368: no request may reach the broker in the middle of a re-authentication.
+            await self._not_reauthenticating.wait()
+            self._check_open()
         if self._slots is not None:
             await self._slots.acquire()
         try:
@@ -454,6 +494,10 @@ class Connection:
         if self._close_error is None:
             self._close_error = error
         self._ready = False
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._not_reauthenticating.set()  # waiting senders see the connection closed
         in_flight, self._in_flight = self._in_flight, collections.deque()
         for entry in in_flight:
             if not entry.future.done():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ class ListenerSecurity:
     # (mechanism name) -> that mechanism's credential lookup
     scram_credentials: Callable[[str], CredentialLookup] | None = None
     max_receive_size: int = SASL_MAX_RECEIVE_SIZE
+    # (mechanism) -> connections.max.reauth.ms for it (0: sessions do not expire)
+    reauth_ms: Callable[[str], int] = lambda _mechanism: 0
+    clock: Callable[[], float] = time.monotonic  # session expiry (tests inject one)
 
     @property
     def uses_sasl(self) -> bool:
@@ -68,7 +72,7 @@ class ListenerSecurity:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
     def new_session(self) -> SaslSession | None:
-        return SaslSession(self) if self.uses_sasl else None
+        return SaslSession(self, self.clock) if self.uses_sasl else None
 
 
 def listener_lookup(config: Any, listener_name: str) -> Callable[[str], Any]:
@@ -140,6 +144,13 @@ def build_listener_security(config: Any, listener_name: str, security_protocol: 
         except (KeyError, TypeError, ValueError):
             size = SASL_MAX_RECEIVE_SIZE
         security.max_receive_size = size
+
+        def reauth_ms(mechanism: str) -> int:
+            value = lookup(f"{mechanism.lower()}.connections.max.reauth.ms")
+            if value is None:
+                value = lookup("connections.max.reauth.ms")
+            return int(value or 0)
+        security.reauth_ms = reauth_ms
     return security
 
 
@@ -152,14 +163,48 @@ class SaslSession:
     COMPLETE = "COMPLETE"
     FAILED = "FAILED"
 
-    def __init__(self, security: ListenerSecurity) -> None:
+    # Kafka's KafkaChannel: at most one re-authentication a second.
+    MIN_REAUTH_INTERVAL_S = 1.0
+
+    def __init__(self, security: ListenerSecurity,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.security = security
+        self.clock = clock
         self.state = self.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
         self.raw_tokens = False  # after SaslHandshake v0: bare tokens, no request headers
         self.principal = ANONYMOUS
         self._server: Any = None
         self.failure: str | None = None  # for the broker's log, never a password
+        # KIP-368: when the session expires (None: never), and the re-authentication state
+        self.session_expires_at: float | None = None
+        self.reauthenticating = False
+        self._last_reauth_start: float | None = None
+        self._previous: tuple[str, str] | None = None  # (mechanism, principal)
+
+    def expired(self) -> bool:
+        """An authenticated session past its lifetime: Kafka closes the connection at the
+        next request."""
+        return (self.complete and self.session_expires_at is not None
+                and self.clock() >= self.session_expires_at)
+
+    def begin_reauthentication(self) -> bool:
+        """A SaslHandshake on an authenticated connection starts re-authentication when the
+        session has a lifetime and the last one started a second ago or more (Kafka's
+        maybeBeginServerReauthentication); otherwise the handshake is answered
+        ILLEGAL_SASL_STATE."""
+        if not self.complete or self.session_expires_at is None or self.mechanism is None:
+            return False
+        now = self.clock()
+        if (self._last_reauth_start is not None
+                and now - self._last_reauth_start < self.MIN_REAUTH_INTERVAL_S):
+            return False
+        self._last_reauth_start = now
+        self._previous = (self.mechanism, self.principal)
+        self.reauthenticating = True
+        self.state = self.HANDSHAKE
+        self._server = None
+        return True
 
     @property
     def complete(self) -> bool:
@@ -201,20 +246,35 @@ class SaslSession:
         self.state = self.AUTHENTICATE
         return m.SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 
+    def _fail(self, log_message: str, client_message: str) -> tuple[None, str]:
+        self.state = self.FAILED
+        self.failure = log_message
+        return None, client_message
+
     def evaluate(self, token: bytes) -> tuple[bytes | None, str | None]:
         """(the token to answer, None) or (None, the error message for the client)."""
+        what = "re-authentication" if self.reauthenticating else "authentication"
+        if self._previous is not None and self._previous[0] != self.mechanism:
+            message = (f"SASL mechanism '{self.mechanism}' requested by client is not "
+                       f"supported for re-authentication of mechanism '{self._previous[0]}'")
+            return self._fail(message, message)
         try:
             answer = self._server.evaluate(token)
         except scram.SaslFailure as exc:
-            self.state = self.FAILED
-            self.failure = str(exc)
-            message = exc.client_message or (
-                "Authentication failed during authentication due to invalid credentials with "
-                f"SASL mechanism {self.mechanism}")
-            return None, message
+            return self._fail(str(exc), exc.client_message or (
+                f"Authentication failed during {what} due to invalid credentials with "
+                f"SASL mechanism {self.mechanism}"))
         if self._server.complete:
+            principal = f"User:{self._server.username}"
+            if self._previous is not None and self._previous[1] != principal:
+                old, new = self._previous[1], principal
+                message = (f"Cannot change principals during re-authentication from "
+                           f"{old.replace(':', '.', 1)}: {new.replace(':', '.', 1)}")
+                return self._fail(message, message)
             self.state = self.COMPLETE
-            self.principal = f"User:{self._server.username}"
+            self.principal = principal
+            self.reauthenticating = False
+            self._previous = None
         return answer, None
 
     def authenticate(self, auth_bytes: bytes) -> m.SaslAuthenticateResponse:
@@ -223,5 +283,11 @@ class SaslSession:
             return m.SaslAuthenticateResponse(
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=error,
                 auth_bytes=b"", session_lifetime_ms=0)
+        lifetime_ms = 0
+        if self.complete:
+            lifetime_ms = max(0, self.security.reauth_ms(self.mechanism or ""))
+            self.session_expires_at = (self.clock() + lifetime_ms / 1000
+                                       if lifetime_ms > 0 else None)
         return m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
-                                          auth_bytes=answer or b"", session_lifetime_ms=0)
+                                          auth_bytes=answer or b"",
+                                          session_lifetime_ms=lifetime_ms)

@@ -31,6 +31,7 @@ from odradek.server.authentication import ListenerSecurity, SaslSession
 log = logging.getLogger("odradek.network")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 MAX_QUEUED_FRAMES = 64
 SENDFILE_COPY_CHUNK = 256 * 1024
 # Over TLS file regions are read and written in chunks this large (no sendfile through TLS).
@@ -227,6 +228,14 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         sasl = self.sasl
+        if sasl is not None and sasl.complete:
+            if sasl.expired():
+                log.info("closing %s: its SASL session expired (connections.max.reauth.ms) "
+                         "without re-authentication", self.id)
+                self.close()
+                return
+            if header.request_api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication():
+                log.debug("%s: re-authentication of %s begins", self.id, sasl.principal)
         if sasl is not None and not sasl.complete:
             if not sasl.accepts(header.request_api_key):
                 log.info("closing %s: unexpected request %d during SASL %s (state %s)", self.id,
@@ -265,7 +274,7 @@ class Connection(asyncio.Protocol):
             log.info("Failed authentication with %s (%s)", self.id, sasl.failure)
             self.close()
             return False
-        if sasl.complete and self.principal != sasl.principal:
+        if sasl.complete and sasl.principal != self.principal:
             self.principal = sasl.principal
             self.frames.max_frame_size = self.server.max_request_size
             log.debug("%s authenticated as %s (%s)", self.id, sasl.principal, sasl.mechanism)
