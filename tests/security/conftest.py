@@ -79,7 +79,7 @@ def secure_broker(tmp_path_factory) -> SecureBroker:
         "listener.name.mtls.ssl.keystore.key": _escape_property(mtls_server.key_pem),
         "listener.name.mtls.ssl.truststore.location": "",
         "listener.name.mtls.ssl.truststore.certificates": _escape_property(ca.cert_pem),
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas_plain(),
         "listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas_plain(),
         # KIP-368 for one listener and mechanism (only clients that re-authenticate use it)

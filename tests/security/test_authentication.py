@@ -66,7 +66,8 @@ def test_wrong_plain_password_fails_and_closes(secure_broker, listener):
     with _connect(secure_broker, listener) as sock:
         handshake = _call(sock, 17, 1, m.SaslHandshakeRequest(mechanism="PLAIN"))
         assert handshake.error_code == 0
-        assert handshake.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert handshake.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
+                                        "OAUTHBEARER"]
         response = _call(sock, 36, 2, m.SaslAuthenticateRequest(
             auth_bytes=b"\x00alice\x00wrong-horse-battery"), 2)
         assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED

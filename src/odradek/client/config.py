@@ -169,6 +169,7 @@ COMMON_CONFIG = ConfigSchema([
     ConfigKey("sasl.jaas.config", "str", None),
     ConfigKey("sasl.username", "str", None),
     ConfigKey("sasl.password", "str", None),
+    ConfigKey("sasl.oauthbearer.config", "str", None),
     ConfigKey("request.timeout.ms", "int", 30_000, at_least(0)),
     ConfigKey("default.api.timeout.ms", "int", 60_000, at_least(0)),
     ConfigKey("retries", "int", INT32_MAX, at_least(0)),

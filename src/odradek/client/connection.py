@@ -35,6 +35,7 @@ from odradek.protocol.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from odradek.security.oauthbearer import client_initial_response, unsecured_token
 from odradek.security.scram import SaslFailure, ScramClient, plain_client_token
 
 __all__ = ["CLIENT_SOFTWARE_NAME", "Connection"]
@@ -223,6 +224,11 @@ class Connection:
         try:
             if sasl.mechanism == "PLAIN":
                 await exchange(plain_client_token(sasl.username, sasl.password))
+            elif sasl.mechanism == "OAUTHBEARER":
+                challenge = await exchange(client_initial_response(unsecured_token(sasl.username)))
+                if challenge:  # the broker refused the token: acknowledge, then it fails
+                    await exchange(b"\x01")
+                    raise SaslFailure(f"OAUTHBEARER token refused: {challenge.decode()}")
             else:
                 client = ScramClient(sasl.mechanism, sasl.username, sasl.password)
                 server_first = await exchange(client.first())

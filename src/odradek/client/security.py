@@ -5,7 +5,10 @@
 `ssl.key.location`; `ssl.endpoint.identification.algorithm` "https" (the default) checks the
 broker's host name, empty disables the check. SASL: `sasl.mechanism` PLAIN, SCRAM-SHA-256 or
 SCRAM-SHA-512 with `sasl.username`/`sasl.password` (librdkafka) or `sasl.jaas.config`
-(PlainLoginModule / ScramLoginModule with username and password options).
+(PlainLoginModule / ScramLoginModule with username and password options). OAUTHBEARER with
+unsecured tokens only (development and tests, as Kafka's default): the principal from
+librdkafka's `sasl.oauthbearer.config` (`principal=<name>`) or the Java login module's
+`unsecuredLoginStringClaim_sub` option.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from odradek.config.types import ConfigError, Password
 from odradek.security import jaas
 from odradek.security.tls import client_context
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,16 @@ def client_security(config: Mapping[str, Any]) -> ClientSecurity:
         username = _value(config, "sasl.username")
         password = _value(config, "sasl.password")
         jaas_config = _value(config, "sasl.jaas.config")
-        if jaas_config:
-            options = jaas.jaas_options(str(jaas_config))
-            username = options.get("username", username)
-            password = options.get("password", password)
+        options = jaas.jaas_options(str(jaas_config)) if jaas_config else {}
+        username = options.get("username", username)
+        password = options.get("password", password)
+        if mechanism == "OAUTHBEARER":
+            settings = dict(item.split("=", 1) for item in
+                            str(_value(config, "sasl.oauthbearer.config") or "").split()
+                            if "=" in item)
+            username = (settings.get("principal") or options.get("unsecuredLoginStringClaim_sub")
+                        or username)
+            password = ""  # an unsecured token carries no secret
         if username is None or password is None:
             raise ConfigError(f"SASL/{mechanism} needs a user name and a password: set "
                               "sasl.username and sasl.password, or sasl.jaas.config")

@@ -23,14 +23,15 @@ from typing import Any
 from odradek.config.types import ConfigError, Password
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
-from odradek.security import jaas, scram
+from odradek.security import jaas, oauthbearer, scram
 from odradek.security.principal import ANONYMOUS, SslPrincipalMapper
 from odradek.security.tls import server_context
 
 log = logging.getLogger("odradek.authentication")
 
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = (PLAIN, scram.SCRAM_SHA_256, scram.SCRAM_SHA_512)
+SUPPORTED_MECHANISMS = (PLAIN, scram.SCRAM_SHA_256, scram.SCRAM_SHA_512,
+                        oauthbearer.OAUTHBEARER)
 # Kafka's sasl.server.max.receive.size default: the largest frame before authentication.
 SASL_MAX_RECEIVE_SIZE = 524288
 
@@ -62,6 +63,9 @@ class ListenerSecurity:
     # (mechanism) -> connections.max.reauth.ms for it (0: sessions do not expire)
     reauth_ms: Callable[[str], int] = lambda _mechanism: 0
     clock: Callable[[], float] = time.monotonic  # session expiry (tests inject one)
+    # OAUTHBEARER: the unsecured validator's JAAS options; the wall clock tokens are checked at
+    oauthbearer_options: dict[str, str] = field(default_factory=dict)
+    wall_clock_ms: Callable[[], float] = lambda: time.time() * 1000
 
     @property
     def uses_sasl(self) -> bool:
@@ -134,6 +138,11 @@ def build_listener_security(config: Any, listener_name: str, security_protocol: 
                                   f"set listener.name.{listener_name.lower()}.plain."
                                   "sasl.jaas.config (PlainLoginModule with user_<name> options)")
             security.plain_users = jaas.plain_users(str(_plain_value(text)))
+
+        if oauthbearer.OAUTHBEARER in security.sasl_mechanisms:
+            text = lookup("oauthbearer.sasl.jaas.config") or lookup("sasl.jaas.config")
+            if text is not None:
+                security.oauthbearer_options = jaas.jaas_options(str(_plain_value(text)))
 
         def credentials_of(mechanism: str) -> CredentialLookup:
             mechanism_id = scram.MECHANISM_IDS[mechanism]
@@ -238,6 +247,9 @@ class SaslSession:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self._server = scram.PlainServer(self.security.plain_users)
+        elif mechanism == oauthbearer.OAUTHBEARER:
+            self._server = oauthbearer.OAuthBearerServer(oauthbearer.UnsecuredValidator(
+                self.security.oauthbearer_options, self.security.wall_clock_ms))
         else:
             assert self.security.scram_credentials is not None
             self._server = scram.ScramServer(mechanism,
@@ -285,9 +297,19 @@ class SaslSession:
                 auth_bytes=b"", session_lifetime_ms=0)
         lifetime_ms = 0
         if self.complete:
-            lifetime_ms = max(0, self.security.reauth_ms(self.mechanism or ""))
+            lifetime_ms = self._session_lifetime_ms()
             self.session_expires_at = (self.clock() + lifetime_ms / 1000
-                                       if lifetime_ms > 0 else None)
+                                       if lifetime_ms is not None else None)
         return m.SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
                                           auth_bytes=answer or b"",
-                                          session_lifetime_ms=lifetime_ms)
+                                          session_lifetime_ms=lifetime_ms or 0)
+
+    def _session_lifetime_ms(self) -> int | None:
+        """Kafka's rule: the smaller of connections.max.reauth.ms (when above 0) and the time
+        left on the credential (an OAUTHBEARER token's expiry); None when neither applies."""
+        max_reauth_ms = self.security.reauth_ms(self.mechanism or "")
+        expires_at_ms = getattr(self._server, "expires_at_ms", None)
+        if expires_at_ms is None:
+            return max_reauth_ms if max_reauth_ms > 0 else None
+        left_ms = max(0, int(expires_at_ms - self.security.wall_clock_ms()))
+        return min(left_ms, max_reauth_ms) if max_reauth_ms > 0 else left_ms
