@@ -69,9 +69,10 @@ class TestCA:
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
+            # a node's certificate also authenticates it to its peers (inter-broker mTLS)
             .add_extension(x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False))
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
+                else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName([
                 _san(name) for name in host_names]), critical=False)

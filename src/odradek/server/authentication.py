@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.client.security import ClientSecurity, SaslCredentials
 from odradek.config.types import ConfigError, Password
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.security import jaas, oauthbearer, scram
 from odradek.security.principal import ANONYMOUS, SslPrincipalMapper
-from odradek.security.tls import server_context
+from odradek.security.tls import client_context, server_context
 
 log = logging.getLogger("odradek.authentication")
 
@@ -313,3 +314,32 @@ class SaslSession:
             return max_reauth_ms if max_reauth_ms > 0 else None
         left_ms = max(0, int(expires_at_ms - self.security.wall_clock_ms()))
         return min(left_ms, max_reauth_ms) if max_reauth_ms > 0 else left_ms
+
+
+def peer_client_security(config: Any, listener_name: str | None, security_protocol: str,
+                         mechanism: str) -> ClientSecurity:
+    """How this node connects to its peers' `listener_name` (the inter-broker listener, or
+    the controller listener): TLS with that listener's `ssl.*` settings (its key store as the
+    client certificate), SASL with `mechanism` (`sasl.mechanism.inter.broker.protocol` or
+    `sasl.mechanism.controller.protocol`) and the `username`/`password` options of that
+    listener's JAAS config for the mechanism, as Kafka's brokers log in."""
+    if listener_name is None or security_protocol == "PLAINTEXT":
+        return ClientSecurity()
+    lookup = listener_lookup(config, listener_name)
+    ssl_context = client_context(lookup) if security_protocol in ("SSL", "SASL_SSL") else None
+    sasl = None
+    if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        text = lookup(f"{mechanism.lower()}.sasl.jaas.config") or lookup("sasl.jaas.config")
+        options = jaas.jaas_options(str(_plain_value(text))) if text else {}
+        if mechanism == oauthbearer.OAUTHBEARER:
+            username = options.get("unsecuredLoginStringClaim_sub")
+            password = ""
+        else:
+            username, password = options.get("username"), options.get("password")
+        if not username or password is None:
+            raise ConfigError(f"No credentials for SASL/{mechanism} to listener {listener_name}: "
+                              f"set the username and password options of "
+                              f"listener.name.{listener_name.lower()}.{mechanism.lower()}."
+                              "sasl.jaas.config")
+        sasl = SaslCredentials(mechanism, username, password)
+    return ClientSecurity(security_protocol, ssl_context, sasl)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from odradek.client.security import ClientSecurity
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
@@ -59,7 +60,7 @@ from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
-from odradek.server.authentication import build_listener_security
+from odradek.server.authentication import build_listener_security, peer_client_security
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -152,6 +153,7 @@ class Broker:
         self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task] = []
         self._listeners: list[ListenerConfig] | None = None
+        self._peer_security: dict[str, ClientSecurity] = {}
         self.default_log_config: LogConfig = config.log_config()
 
     # -- lifecycle
@@ -226,7 +228,8 @@ class Broker:
             self.txn_channel = NodeChannel(
                 self.node_id, self._inter_broker_endpoint,
                 request_timeout_ms=int(self.config.get("request.timeout.ms")),
-                client_id=f"transactions-{self.node_id}")
+                client_id=f"transactions-{self.node_id}",
+                security=self.inter_broker_security)
             # Follows the leadership of the __transaction_state partitions.
             self.transaction_coordinator = start_transaction_coordinator(
                 self.config, self.metadata_cache, self.replica_manager, self.producer_ids,
@@ -286,7 +289,8 @@ class Broker:
                 response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
                 backoff_ms=int(config.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
-                num_fetchers=int(config.get("num.replica.fetchers"))),
+                num_fetchers=int(config.get("num.replica.fetchers")),
+                security=self.inter_broker_security),
             quota=follower_quota)
         replica_manager.fetchers = self.replica_fetchers
         self.alter_partitions = AlterPartitionManager(
@@ -382,12 +386,14 @@ class Broker:
                 return quorum.endpoint_of(node_id) if quorum is not None else None
 
             self.raft_channel = NodeChannel(self.node_id, resolve,
-                                            request_timeout_ms=raft_config.request_timeout_ms)
+                                            request_timeout_ms=raft_config.request_timeout_ms,
+                                            security=self.controller_security)
             send = self.raft_channel.send
             # The lifecycle's own connections: heartbeats never wait behind a Raft Fetch.
             self.controller_channel = NodeChannel(
                 self.node_id, resolve, request_timeout_ms=raft_config.request_timeout_ms,
-                client_id=f"broker-lifecycle-{self.node_id}")
+                client_id=f"broker-lifecycle-{self.node_id}",
+                security=self.controller_security)
         quorum = MetadataQuorum(
             metadata_log, self.node_id, voters=voter_ids, cluster_id=self.cluster_id,
             raft_config=raft_config, send=send, dynamic=dynamic, directory_id=directory_id,
@@ -445,6 +451,30 @@ class Broker:
                                    self._scram_credentials))
                 for e in self.config.listeners]
         return self._listeners
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity:
+        """TLS/SASL of this broker's connections to other brokers' inter-broker listener
+        (replica fetchers, transaction markers)."""
+        if "broker" not in self._peer_security:
+            self._peer_security["broker"] = peer_client_security(
+                self.config, self.config.inter_broker_listener_name,
+                self.config.inter_broker_security_protocol,
+                str(self.config.get("sasl.mechanism.inter.broker.protocol")))
+        return self._peer_security["broker"]
+
+    @property
+    def controller_security(self) -> ClientSecurity:
+        """TLS/SASL of connections to the controllers' listener (Raft, registration,
+        heartbeats, forwarded requests)."""
+        if "controller" not in self._peer_security:
+            name = (self.config.controller_listener_names or [None])[0]
+            protocol = self.config.listener_security_protocol_map.get(name, "PLAINTEXT") \
+                if name else "PLAINTEXT"
+            self._peer_security["controller"] = peer_client_security(
+                self.config, name, protocol,
+                str(self.config.get("sasl.mechanism.controller.protocol")))
+        return self._peer_security["controller"]
 
     def _scram_credentials(self) -> Any:
         return self.metadata_cache.image.scram_credentials if self.metadata_cache else {}
