@@ -14,6 +14,7 @@ closes after that answer. The principal (`User:<name>`) is the connection's from
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -79,14 +80,80 @@ class ListenerSecurity:
     def new_session(self) -> SaslSession | None:
         return SaslSession(self, self.clock) if self.uses_sasl else None
 
+    # -- TLS contexts replaced without a restart (dynamic listener configs)
+    _current_ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    tls_fingerprint: tuple = field(default=(), repr=False)
 
-def listener_lookup(config: Any, listener_name: str) -> Callable[[str], Any]:
-    """`name` -> its value for this listener: `listener.name.<listener>.<name>`, else the
-    broker-wide value (None when unset)."""
+    def serve_tls(self, context: ssl.SSLContext, fingerprint: tuple) -> None:
+        """Makes `context` the listener's: the server keeps the first context it was given,
+        whose SNI callback (called at every handshake, SNI or not) moves each new
+        connection onto the current one. Open connections keep theirs."""
+        if self.ssl_context is None:
+            self.ssl_context = context
+            context.sni_callback = self._select_context
+        self._current_ssl_context = context
+        self.tls_fingerprint = fingerprint
+
+    def _select_context(self, ssl_object: Any, _server_name: str | None,
+                        context: ssl.SSLContext) -> None:
+        current = self._current_ssl_context
+        if current is not None and current is not context:
+            ssl_object.context = current
+
+
+def _tls_client_auth(config: Any, listener_name: str, security_protocol: str,
+                     lookup: Callable[[str], Any]) -> str:
+    # KIP-684: on SASL_SSL listeners only a listener-prefixed ssl.client.auth applies.
+    if security_protocol == "SASL_SSL":
+        prefixed = f"listener.name.{listener_name.lower()}.ssl.client.auth"
+        return str(config.originals.get(prefixed, "none"))
+    return str(lookup("ssl.client.auth") or "none")
+
+
+def _fingerprint(lookup: Callable[[str], Any], client_auth: str) -> tuple:
+    """What a listener's TLS context is made of, with the modification times of its files
+    (a store replaced at the same path is reloaded, as Kafka does)."""
+    names = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+             "ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+             "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+             "ssl.truststore.certificates", "ssl.enabled.protocols", "ssl.cipher.suites")
+    values = tuple(str(_plain_value(lookup(name))) for name in names)
+    mtimes = []
+    for name in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = _plain_value(lookup(name))
+        try:
+            mtimes.append(os.stat(path).st_mtime_ns if path else None)
+        except OSError:
+            mtimes.append(None)
+    return (*values, client_auth, *mtimes)
+
+
+def reload_tls(security: ListenerSecurity, config: Any,
+               dynamic: Mapping[str, str]) -> bool:
+    """Rebuilds a TLS listener's context when its settings (static, then the dynamic
+    `listener.name.<listener>.ssl.*` broker configs) or its store files changed; True when
+    it did. A store that does not load raises ConfigError and the current context stays."""
+    lookup = listener_lookup(config, security.name, dynamic)
+    client_auth = _tls_client_auth(config, security.name, security.security_protocol, lookup)
+    fingerprint = _fingerprint(lookup, client_auth)
+    if fingerprint == security.tls_fingerprint:
+        return False
+    security.serve_tls(server_context(lookup, client_auth=client_auth), fingerprint)
+    return True
+
+
+def listener_lookup(config: Any, listener_name: str,
+                    dynamic: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """`name` -> its value for this listener: `listener.name.<listener>.<name>` (from the
+    dynamic broker configs `dynamic`, then the static ones), else the broker-wide value (None
+    when unset)."""
     prefix = f"listener.name.{listener_name.lower()}."
     originals = config.originals
+    dynamic = dynamic or {}
 
     def lookup(name: str) -> Any:
+        if prefix + name in dynamic:
+            return dynamic[prefix + name]
         if prefix + name in originals:
             return originals[prefix + name]
         try:
@@ -106,20 +173,14 @@ def _list(value: Any) -> list[str]:
 
 def build_listener_security(config: Any, listener_name: str, security_protocol: str,
                             scram_credentials: Callable[[], Mapping[str, Mapping[int, Any]]],
-                            ) -> ListenerSecurity:
+                            dynamic: Mapping[str, str] | None = None) -> ListenerSecurity:
     """A listener's TLS context and SASL settings from the broker config. `scram_credentials`
     returns the current metadata image's credentials (user -> mechanism id -> credential)."""
     lookup = listener_lookup(config, listener_name)
     security = ListenerSecurity(listener_name, security_protocol)
     security.principal_mapper = SslPrincipalMapper(lookup("ssl.principal.mapping.rules"))
     if security.uses_ssl:
-        # KIP-684: on SASL_SSL listeners only a listener-prefixed ssl.client.auth applies.
-        prefixed = f"listener.name.{listener_name.lower()}.ssl.client.auth"
-        if security_protocol == "SASL_SSL":
-            client_auth = str(config.originals.get(prefixed, "none"))
-        else:
-            client_auth = str(lookup("ssl.client.auth") or "none")
-        security.ssl_context = server_context(lookup, client_auth=client_auth)
+        reload_tls(security, config, dynamic or {})
     if security.uses_sasl:
         enabled = _list(lookup("sasl.enabled.mechanisms"))
         unsupported = [name for name in enabled if name not in SUPPORTED_MECHANISMS]

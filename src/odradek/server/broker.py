@@ -25,12 +25,13 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from odradek.client.security import ClientSecurity
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.types import ConfigError
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.features import LATEST_METADATA_VERSION, SUPPORTED_FEATURES
@@ -60,7 +61,11 @@ from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
-from odradek.server.authentication import build_listener_security, peer_client_security
+from odradek.server.authentication import (
+    build_listener_security,
+    peer_client_security,
+    reload_tls,
+)
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -448,9 +453,34 @@ class Broker:
                                security_protocol=e.security_protocol,
                                security=build_listener_security(
                                    self.config, e.name, e.security_protocol,
-                                   self._scram_credentials))
+                                   self._scram_credentials, self._dynamic_broker_config()))
                 for e in self.config.listeners]
+            if any(listener.security.uses_ssl for listener in self._listeners
+                   if listener.security is not None):
+                self.metadata_cache.subscribe(self._reload_tls)  # type: ignore[union-attr]
         return self._listeners
+
+    def _dynamic_broker_config(self) -> Mapping[str, str]:
+        if self.metadata_cache is None:
+            return {}
+        return self.metadata_cache.image.broker_config(self.node_id)
+
+    def _reload_tls(self, image: MetadataImage) -> None:
+        """A listener's key or trust store changed (dynamic `listener.name.<listener>.ssl.*`
+        configs, or a store file replaced and its config set again): new connections use
+        the new one, open connections keep theirs; a store that does not load is logged and
+        the listener keeps its current one (Kafka's behaviour on a bad dynamic update)."""
+        dynamic = image.broker_config(self.node_id)
+        for listener in self._listeners or ():
+            security = listener.security
+            if security is None or not security.uses_ssl:
+                continue
+            try:
+                if reload_tls(security, self.config, dynamic):
+                    log.info("listener %s: reloaded its TLS key and trust stores", listener.name)
+            except ConfigError as exc:
+                log.error("listener %s: keeping its TLS stores, the new ones do not load: %s",
+                          listener.name, exc)
 
     @property
     def inter_broker_security(self) -> ClientSecurity:
