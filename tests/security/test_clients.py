@@ -255,3 +255,34 @@ def test_confluent_kafka_reauthenticates(secure_broker):
     assert not failures and sent > 10
     assert reauthentications() > 0, "\n".join(capture.lines[-20:])
     assert "SASL session expired" not in secure_broker.process.log_path.read_text()
+
+
+def test_odradek_admin_manages_scram_users(secure_broker):
+    """Odradek's admin client creates, describes and deletes SCRAM users; the new user
+    authenticates at once, the deleted one no longer does."""
+    from odradek.client import (
+        Admin,
+        ScramCredentialInfo,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    from odradek.protocol.errors import ErrorCode
+    user = f"dave-{uuid.uuid4().hex[:6]}"
+    with Admin({"bootstrap.servers": secure_broker.plaintext}) as admin:
+        assert admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion(user, "SCRAM-SHA-512", "dave-pw", iterations=4096)]) \
+            == {user: None}
+        assert admin.describe_user_scram_credentials([user]) == {
+            user: [ScramCredentialInfo("SCRAM-SHA-512", 4096)]}
+        sasl = {"bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": user, "sasl.password": "dave-pw"}
+        with Admin(sasl) as as_dave:
+            assert as_dave.describe_cluster().nodes
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, "SCRAM-SHA-512")])
+        with Admin({**sasl, "default.api.timeout.ms": 10_000}) as as_dave:
+            with pytest.raises(Exception) as failure:
+                as_dave.describe_cluster()
+            assert getattr(failure.value, "code", None) == ErrorCode.SASL_AUTHENTICATION_FAILED
+        unknown = admin.describe_user_scram_credentials(["nobody"], raise_errors=False)
+        assert unknown["nobody"].code == ErrorCode.RESOURCE_NOT_FOUND

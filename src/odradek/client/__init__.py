@@ -13,6 +13,11 @@ Imports only `odradek.protocol`, `odradek.config` (the config model) and `odrade
 """
 
 from odradek.client.admin import Admin, AdminClient
+from odradek.client.admin_scram import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from odradek.client.admin_transactions import (
     AbortTransactionSpec,
     ProducerState,
@@ -89,6 +94,9 @@ from odradek.client.types import (
 
 __all__ = [
     "ADMIN_CONFIG",
+    "ScramCredentialInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
     "AbortTransactionSpec",
     "COMMON_CONFIG",
     "CONSUMER_CONFIG",
