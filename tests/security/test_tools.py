@@ -47,3 +47,35 @@ def test_tools_over_sasl_ssl_with_scram(secure_broker, tmp_path):
                   "--list")
     assert failed.returncode != 0
     assert "SASL" in failed.stderr or "Authentication" in failed.stderr, failed.stderr
+
+
+def test_configs_tool_manages_scram_users(secure_broker):
+    """`odradek configs --entity-type users` as kafka-configs.sh: SCRAM credentials added,
+    described, used, deleted."""
+    bootstrap = secure_broker.plaintext
+    user = f"erin-{uuid.uuid4().hex[:6]}"
+    added = _run("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
+                 "--entity-name", user, "--add-config",
+                 "SCRAM-SHA-256=[iterations=8192,password=erin-pw],"
+                 "SCRAM-SHA-512=[password=erin-pw]")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == f"Completed updating config for user {user}."
+    described = _run("configs", "--bootstrap-server", bootstrap, "--describe",
+                     "--entity-type", "users", "--entity-name", user)
+    assert described.stdout.strip() == (
+        f"SCRAM credential configs for user-principal '{user}' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096")
+    from odradek.client import Admin
+    with Admin({"bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"),
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": user, "sasl.password": "erin-pw"}) as admin:
+        assert admin.describe_cluster().nodes
+    deleted = _run("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+                   "users", "--entity-name", user, "--delete-config", "SCRAM-SHA-256")
+    assert deleted.returncode == 0, deleted.stderr
+    described = _run("configs", "--bootstrap-server", bootstrap, "--describe",
+                     "--entity-type", "users", "--entity-name", user)
+    assert described.stdout.strip().endswith("are SCRAM-SHA-512=iterations=4096")
+    bad = _run("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
+               "--entity-name", user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
+    assert bad.returncode != 0 and "Too few iterations" in bad.stderr
