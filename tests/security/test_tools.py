@@ -79,3 +79,44 @@ def test_configs_tool_manages_scram_users(secure_broker):
     bad = _run("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "users",
                "--entity-name", user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
     assert bad.returncode != 0 and "Too few iterations" in bad.stderr
+
+
+def test_storage_format_add_scram(tmp_path):
+    """`odradek storage format --add-scram` (kafka-storage.sh's): the first active controller
+    writes the credentials with metadata.version, so a SCRAM client authenticates on a
+    cluster nobody has altered yet."""
+    from odradek.client import Admin
+    from tests.broker_process import BrokerProcess, free_port
+
+    sasl_port = free_port()
+    broker = BrokerProcess(tmp_path, {})
+    plain, controller = broker.port, broker.controller_port
+    broker = BrokerProcess(tmp_path, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+                     f"CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},"
+                                f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    })
+    broker.port, broker.controller_port = plain, controller
+    cluster_id = _run("storage", "random-uuid").stdout.strip()
+    formatted = _run("storage", "format", "--config", str(broker.config_path), "--cluster-id",
+                     cluster_id, "--add-scram",
+                     'SCRAM-SHA-512=[name=admin,password="admin secret",iterations=8192]')
+    assert formatted.returncode == 0, formatted.stderr
+    broker.start()
+    try:
+        with Admin({"bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                    "sasl.username": "admin", "sasl.password": "admin secret"}) as admin:
+            described = admin.describe_user_scram_credentials(["admin"])
+        assert [(i.mechanism, i.iterations) for i in described["admin"]] == [
+            ("SCRAM-SHA-512", 8192)]
+    finally:
+        broker.stop()
+    bad = _run("storage", "format", "--config", str(broker.config_path), "--cluster-id",
+               cluster_id, "--ignore-formatted", "--add-scram", "SCRAM-SHA-256=[password=x]")
+    assert bad.returncode != 0 and "name" in bad.stderr

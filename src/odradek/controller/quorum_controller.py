@@ -91,13 +91,16 @@ class QuorumController:
             raise
 
     # -- cluster bootstrap and membership
-    async def bootstrap_metadata_version(self, level: int) -> None:
-        """Writes the metadata.version feature level into a freshly formatted log."""
+    async def bootstrap_metadata_version(self, level: int,
+                                         bootstrap_records: Sequence[Any] = ()) -> None:
+        """Writes the metadata.version feature level into a freshly formatted log, with the
+        records `storage format` left for it (SCRAM credentials: `--add-scram`)."""
         async with self._lock:
             self._check_active()
             if self.image.metadata_version == 0:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
-                                                         feature_level=level)])
+                                                         feature_level=level),
+                                    *bootstrap_records])
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
         """Registers (or re-registers) a broker, fenced; returns its broker epoch. Raises

@@ -32,6 +32,7 @@ from typing import Any
 from odradek.client.security import ClientSecurity
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
 from odradek.config.types import ConfigError
+from odradek.controller.bootstrap import read_bootstrap_records
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.features import LATEST_METADATA_VERSION, SUPPORTED_FEATURES
@@ -216,7 +217,8 @@ class Broker:
         if single_voter:
             # A lone voter leads at once: the same start as before Raft.
             await self.quorum.become_leader()
-            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
+            await self.controller.bootstrap_metadata_version(
+                METADATA_VERSION_LEVEL, read_bootstrap_records(self.metadata_log_dir))
         else:
             self.quorum.activation_listeners.append(self._on_activation)
             self.quorum.start()
@@ -432,7 +434,8 @@ class Broker:
     async def _claim_controller(self) -> None:
         """The first active controller bootstraps metadata.version."""
         try:
-            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)  # type: ignore[union-attr]
+            await self.controller.bootstrap_metadata_version(  # type: ignore[union-attr]
+                METADATA_VERSION_LEVEL, read_bootstrap_records(self.metadata_log_dir))
         except KafkaError as exc:
             log.warning("node %d: lost the leadership while taking over as controller: %s",
                         self.node_id, exc)
