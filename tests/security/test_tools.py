@@ -6,9 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
+from pathlib import Path
 
-from tests.broker_process import ODRADEK
+from odradek.client import Admin
+from odradek.config.properties import load_properties
+from tests.broker_process import ODRADEK, BrokerProcess, free_port, wait_until
 from tests.security.conftest import SCRAM_USERS
+from tools.secure_example import make_example
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -65,7 +71,6 @@ def test_configs_tool_manages_scram_users(secure_broker):
     assert described.stdout.strip() == (
         f"SCRAM credential configs for user-principal '{user}' are "
         "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096")
-    from odradek.client import Admin
     with Admin({"bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"),
                 "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
                 "sasl.username": user, "sasl.password": "erin-pw"}) as admin:
@@ -85,9 +90,6 @@ def test_storage_format_add_scram(tmp_path):
     """`odradek storage format --add-scram` (kafka-storage.sh's): the first active controller
     writes the credentials with metadata.version, so a SCRAM client authenticates on a
     cluster nobody has altered yet."""
-    from odradek.client import Admin
-    from tests.broker_process import BrokerProcess, free_port
-
     sasl_port = free_port()
     broker = BrokerProcess(tmp_path, {})
     plain, controller = broker.port, broker.controller_port
@@ -120,3 +122,41 @@ def test_storage_format_add_scram(tmp_path):
     bad = _run("storage", "format", "--config", str(broker.config_path), "--cluster-id",
                cluster_id, "--ignore-formatted", "--add-scram", "SCRAM-SHA-256=[password=x]")
     assert bad.returncode != 0 and "name" in bad.stderr
+
+
+def test_secure_example(tmp_path):
+    """config/secure.properties with tools/secure_example.py's files, formatted with the
+    example's --add-scram: a tool connects with the generated client.properties."""
+    port, controller = free_port(), free_port()
+    directory = tmp_path / "odradek-secure"
+    client_properties = make_example(directory, bootstrap=f"localhost:{port}")
+    props = {key: value.replace("./odradek-secure", str(directory))
+             .replace("localhost:9092", f"localhost:{port}")
+             .replace("localhost:9093", f"localhost:{controller}")
+             for key, value in load_properties(REPO / "config" / "secure.properties").items()}
+    props["log.dirs"] = str(tmp_path / "data")
+    broker = BrokerProcess(tmp_path, props)
+    broker.port, broker.controller_port, broker.host = port, controller, "localhost"
+    cluster_id = _run("storage", "random-uuid").stdout.strip()
+    formatted = _run("storage", "format", "--config", str(broker.config_path), "--cluster-id",
+                     cluster_id, "--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]")
+    assert formatted.returncode == 0, formatted.stderr
+    # The readiness probe speaks plaintext ApiVersions: on this node every listener is secure.
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with open(broker.log_path, "ab") as log_file:
+        broker.proc = subprocess.Popen([*ODRADEK, "server-start", str(broker.config_path)],
+                                       stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                       cwd=tmp_path)
+    try:
+        def listed() -> bool:
+            assert broker.proc.poll() is None, broker.log_tail()
+            result = _run("topics", "--bootstrap-server", f"localhost:{port}",
+                          "--command-config", str(client_properties), "--create", "--topic",
+                          "secure-example")
+            return result.returncode == 0
+        wait_until(listed, 60, interval=0.5, message="the secure example to serve")
+        result = _run("topics", "--bootstrap-server", f"localhost:{port}", "--command-config",
+                      str(client_properties), "--list")
+        assert "secure-example" in result.stdout.split()
+    finally:
+        broker.stop()
