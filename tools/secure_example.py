@@ -61,7 +61,7 @@ class CertificateAuthority:
         self.valid_days = valid_days
         directory.mkdir(parents=True, exist_ok=True)
         self.key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         subject = _name(name)
         self.cert = (
             x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
@@ -80,7 +80,7 @@ class CertificateAuthority:
         """A certificate signed by this CA: for a node (`server`: server and client
         authentication, named `host_names`) or a client; its key encrypted with `password`."""
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
                   else [ExtendedKeyUsageOID.CLIENT_AUTH])
         builder = (

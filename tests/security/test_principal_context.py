@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from odradek.client.connection import Connection
-from odradek.clock import ManualClock
 from odradek.client.errors import KafkaConnectionError
 from odradek.client.security import SaslCredentials
+from odradek.clock import ManualClock
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security import scram

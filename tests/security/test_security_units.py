@@ -128,7 +128,7 @@ def test_controller_credential_checks_and_image_round_trip():
                       "twice": ErrorCode.DUPLICATE_RESOURCE,
                       "": ErrorCode.UNACCEPTABLE_CREDENTIAL}
     assert results["twice"].message == "A user credential cannot be altered twice in the same request"
-    assert list(results)[0] == "ok"  # successes first, then failures (Kafka's order)
+    assert next(iter(results)) == "ok"  # successes first, then failures (Kafka's order)
     image = replay_records(records)
     stored = image.scram_credentials["ok"][1]
     assert stored == scram.credential_from_salted_password("SCRAM-SHA-256", salted, b"salt", 4096)

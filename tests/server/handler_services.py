@@ -54,8 +54,8 @@ from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
 from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
-from odradek.server.node_channel import NodeChannel
 from odradek.server.network import RequestContext
+from odradek.server.node_channel import NodeChannel
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.transactions import (
     TransactionStateTopicCreator,

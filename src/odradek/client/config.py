@@ -39,7 +39,7 @@ _TYPES = {"int": ConfigType.LONG, "float": ConfigType.DOUBLE, "bool": ConfigType
           "str": ConfigType.STRING, "list": ConfigType.LIST}
 
 
-def ConfigKey(name: str, type: str, default: Any, validator: Validator | None = None,  # noqa: N802
+def ConfigKey(name: str, type: str, default: Any, validator: Validator | None = None,
               required: bool = False) -> ConfigDef:
     """A client key's definition; `type` is "int", "bool", "str", "list" or "float". A required
     key has no default: parse() fails without it."""

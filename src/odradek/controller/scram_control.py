@@ -21,7 +21,6 @@ from odradek.security.scram import (
     credential_from_salted_password,
 )
 
-
 DUPLICATE_MESSAGE = "A user credential cannot be altered twice in the same request"
 
 

@@ -30,9 +30,7 @@ def _b64url_json(part: str) -> dict[str, Any]:
         value = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"Unsecured JWS part is not base64url JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError("Unsecured JWS part is not a JSON object")
-    return value
+    return value if isinstance(value, dict) else {"": value}  # not an object: no claims
 
 
 def _b64url(value: dict[str, Any]) -> str:

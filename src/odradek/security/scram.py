@@ -175,8 +175,7 @@ class ScramServer:
         proof = _b64decode(proof_text, "client proof")
         credential = self._credential
         assert credential is not None
-        auth_message = ",".join((self._client_first_bare, self._server_first,
-                                 without_proof)).encode()
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         client_signature = _hmac(self.hash_name, credential.stored_key, auth_message)
         if len(proof) != len(client_signature):
             raise SaslFailure("Invalid client credentials")
@@ -219,7 +218,7 @@ class ScramClient:
                               f"{MIN_ITERATIONS} for {self.mechanism}")
         salted = salted_password(self.mechanism, self.password, salt, iterations)
         without_proof = f"c=biws,r={nonce}"
-        auth_message = ",".join((self._client_first_bare, text, without_proof)).encode()
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
         client_key = _hmac(self.hash_name, salted, b"Client Key")
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         signature = _hmac(self.hash_name, stored_key, auth_message)

@@ -100,9 +100,7 @@ def _load_keystore(context: ssl.SSLContext, lookup: Lookup) -> bool:
     if chain is None and key is None and location is None:
         return False
     if location is not None and os.path.splitext(location)[1].lower() in (".jks", ".p12",
-                                                                          ".pfx"):
-        _check_pem_type(lookup, "ssl.keystore.type", True)
-    elif _text(lookup("ssl.keystore.type")) not in (None, "JKS", "PEM", "jks", "pem"):
+                                                                          ".pfx") or _text(lookup("ssl.keystore.type")) not in (None, "JKS", "PEM", "jks", "pem"):
         _check_pem_type(lookup, "ssl.keystore.type", True)
     try:
         if chain is not None or key is not None:

@@ -58,15 +58,15 @@ from odradek.server.apis import (
     forwarded_handler_table,
     handler_table,
 )
-from odradek.server.broker_lifecycle import BrokerLifecycleManager
-from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
-from odradek.server.fetch_session import FetchSessionCache
-from odradek.server.forwarding import EnvelopeApis, ForwardingManager
 from odradek.server.authentication import (
     build_listener_security,
     peer_client_security,
     reload_tls,
 )
+from odradek.server.broker_lifecycle import BrokerLifecycleManager
+from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
+from odradek.server.fetch_session import FetchSessionCache
+from odradek.server.forwarding import EnvelopeApis, ForwardingManager
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
