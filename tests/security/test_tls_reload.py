@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 import socket
 import ssl
+import subprocess
 
-from tests.broker_process import BrokerProcess, free_port, wait_until
+from tests.broker_process import ODRADEK, BrokerProcess, free_port, wait_until
 from tests.security.certs import TestCA
 
 
@@ -20,6 +21,11 @@ def _served_common_name(port: int, ca_path: str) -> str:
             context.wrap_socket(raw) as sock:
         subject = sock.getpeercert()["subject"]
     return dict(pair for rdn in subject for pair in rdn)["commonName"]
+
+
+def _run_tool(*args: str) -> str:
+    return subprocess.run([*ODRADEK, *args], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
 
 
 def _set_broker_config(bootstrap: str, name: str, value: str) -> None:
@@ -66,6 +72,9 @@ def test_certificate_reloaded_without_restart(tmp_path):
         _set_broker_config(broker.bootstrap, name, str(second.combined_path))
         wait_until(lambda: _served_common_name(ssl_port, ca_path) == "second", 20,
                    message="the new certificate served")
+        described = _run_tool("configs", "--bootstrap-server", broker.bootstrap, "--describe",
+                              "--entity-type", "brokers", "--entity-name", "1")
+        assert f"{name}={second.combined_path} sensitive=false" in described
         # the same path, its file replaced: set again, reloaded (KAFKA-14136)
         os.replace(third.combined_path, second.combined_path)
         _set_broker_config(broker.bootstrap, name, str(second.combined_path))
