@@ -125,6 +125,9 @@ def test_garbage_instead_of_tls_handshake(secure_broker):
                                       timeout=10) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + bytes(range(256)) * 8)
             assert _closed_by_peer(sock)
+    wait_until(lambda: all(
+        f"Failed authentication with {listener}-" in secure_broker.process.log_path.read_text()
+        for listener in ("SSL", "MTLS", "SASL_SSL")), 10, message="the failed handshakes logged")
     _still_serving(secure_broker)
 
 

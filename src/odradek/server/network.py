@@ -152,10 +152,11 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool | None:
-        # Half-closed by the client: finish what was queued, then close.
+        # Half-closed by the client: finish what was queued, then close. (TLS has no half
+        # close: its transport closes whatever this returns.)
         self.queue.append(None)
         self.wakeup.set()
-        return True
+        return self.listener.ssl_context is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -371,6 +372,7 @@ class NetworkServer:
     max_request_size: int = 104857600
     idle_timeout_ms: int = 600000
     sendfile_enabled: bool = True
+    ssl_handshake_timeout_s: float = 60.0
     connections: set[Connection] = field(default_factory=set)
     servers: list[asyncio.base_events.Server] = field(default_factory=list)
     bound_ports: dict[str, int] = field(default_factory=dict)
@@ -380,11 +382,15 @@ class NetworkServer:
     async def start(self, listeners: list[ListenerConfig]) -> None:
         loop = asyncio.get_running_loop()
         for listener in listeners:
+            if listener.ssl_context is not None:
+                acceptor = _TlsAcceptor(self, listener)
+                self.servers.append(acceptor)  # type: ignore[arg-type]
+                self.bound_ports[listener.name] = acceptor.port
+                continue
             server = await loop.create_server(
                 lambda listener=listener: Connection(self, listener),
                 host=listener.host or None,
                 port=listener.port,
-                ssl=listener.ssl_context,
                 reuse_address=True,
                 backlog=1024,
             )
@@ -425,3 +431,75 @@ class NetworkServer:
             conn.close()
         for server in self.servers:
             await server.wait_closed()
+
+
+class _TlsAcceptor:
+    """A TLS listener: accepts connections and completes each one's handshake before its
+    `Connection` starts, so that a failed handshake is logged at INFO as Kafka logs it
+    ("Failed authentication with ... (SSL handshake failed)") rather than dropped silently
+    by the event loop's server."""
+
+    def __init__(self, server: NetworkServer, listener: ListenerConfig) -> None:
+        self.server = server
+        self.listener = listener
+        self.sock = _listening_socket(listener.host, listener.port)
+        self.port = self.sock.getsockname()[1]
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._task = asyncio.get_running_loop().create_task(self._accept())
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(self.sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # e.g. out of file descriptors: keep serving the others
+                log.warning("listener %s: accept failed: %s", self.listener.name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(conn, address))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: socket.socket, address: Any) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.connect_accepted_socket(
+                lambda: Connection(self.server, self.listener), conn,
+                ssl=self.listener.ssl_context,
+                ssl_handshake_timeout=self.server.ssl_handshake_timeout_s)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (OSError, TimeoutError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else (
+                str(exc) or type(exc).__name__)
+            peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else address
+            log.info("Failed authentication with %s-%s (SSL handshake failed: %s)",
+                     self.listener.name, peer, reason)
+            conn.close()
+
+    def close(self) -> None:
+        self._task.cancel()
+        for task in list(self._handshakes):
+            task.cancel()
+        self.sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(self._task, *self._handshakes, return_exceptions=True)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A non-blocking listening socket on `host` (every interface when empty)."""
+    if host:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family, backlog=1024)
+    elif socket.has_dualstack_ipv6():
+        sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=1024,
+                                    dualstack_ipv6=True)
+    else:
+        sock = socket.create_server(("", port), backlog=1024)
+    sock.setblocking(False)
+    return sock
