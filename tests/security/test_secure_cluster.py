@@ -1,7 +1,7 @@
 """A two-node cluster whose nodes talk to each other only over secure listeners: brokers
 replicate over a SASL_SSL (PLAIN) inter-broker listener, and reach the controllers (Raft,
 registration, heartbeats, forwarding) over an SSL listener that requires client
-certificates. Clients use a PLAINTEXT listener."""
+certificates, or a SASL_PLAINTEXT one. Clients use a PLAINTEXT listener."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from tests.broker_process import free_port, wait_until
 from tests.security.certs import TestCA
 
 
-@pytest.fixture
-def secure_cluster(tmp_path):
+@pytest.fixture(params=["SSL", "SASL_PLAINTEXT"])
+def secure_cluster(tmp_path, request):
+    """The controller listener: SSL with required client certificates, or SASL_PLAINTEXT with
+    PLAIN (sasl.mechanism.controller.protocol)."""
+    controller_protocol = request.param
     ca = TestCA(tmp_path / "ca")
     cluster = QuorumCluster(tmp_path / "cluster", size=2)
     nodes = list(cluster.nodes.values())
@@ -31,7 +34,9 @@ def secure_cluster(tmp_path):
             "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port},"
                                     f"INTERNAL://{HOST}:{internal}",
             "listener.security.protocol.map":
-                "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SSL",
+                f"PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:{controller_protocol}",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
             "inter.broker.listener.name": "INTERNAL",
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
@@ -50,7 +55,7 @@ def secure_cluster(tmp_path):
     cluster.stop()
 
 
-def test_replication_over_sasl_ssl_and_controllers_over_mtls(secure_cluster):
+def test_replication_and_controllers_over_secure_listeners(secure_cluster):
     from confluent_kafka import Consumer, Producer
     nodes = list(secure_cluster.nodes.values())
 
