@@ -137,22 +137,22 @@ def run(quick: bool = False, records: int | None = None) -> str:
     return "\n".join([
         "## TLS",
         "",
-        f"`python -m bench tls`{' --quick' if quick else ''}: {n:,} records of {RECORD_SIZE} B "
+        (f"`python -m bench tls`{' --quick' if quick else ''}: {n:,} records of {RECORD_SIZE} B "
         f"per listener and round, {PARTITIONS} partitions, one broker with a PLAINTEXT and an "
         "SSL listener (TLS 1.3, EC P-256), confluent-kafka (librdkafka) producing (acks=1, "
         "linger.ms=5) and consuming. MB/s per round; ratios within a round (method in "
-        "`bench/tls_bench.py`).",
+        "`bench/tls_bench.py`)."),
         "",
         "| path | MB/s per round | TLS / plaintext per round | median | goal |",
         "|---|---|---|---|---|",
         f"| produce, plaintext | {per_round('plaintext_produce')} | | | |",
-        f"| produce, TLS | {per_round('tls_produce')} | "
+        (f"| produce, TLS | {per_round('tls_produce')} | "
         f"{', '.join(f'{x:.2f}' for x in produce_ratios)} | "
-        f"{statistics.median(produce_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |",
+        f"{statistics.median(produce_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |"),
         f"| consume, plaintext (sendfile) | {per_round('plaintext_consume')} | | | |",
-        f"| consume, TLS (1 MiB reads) | {per_round('tls_consume')} | "
+        (f"| consume, TLS (1 MiB reads) | {per_round('tls_consume')} | "
         f"{', '.join(f'{x:.2f}' for x in consume_ratios)} | "
-        f"{statistics.median(consume_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |",
+        f"{statistics.median(consume_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |"),
         "",
     ])
 
