@@ -4,6 +4,11 @@ One asyncio Protocol per connection splits the byte stream into frames (sans-I/O
 and one worker task per connection handles them in arrival order, so responses leave in request
 order as Kafka clients require. Like Kafka's muted channels, a connection has one request in
 processing at a time; reading pauses when too many frames queue up.
+
+TLS listeners complete each handshake before the connection starts (`_TlsAcceptor`); file
+regions go through TLS in large chunks instead of sendfile. On SASL listeners the connection
+takes only the authentication requests until its `SaslSession` completes, then carries the
+principal on every request's context (see `server.authentication`).
 """
 
 from __future__ import annotations
@@ -264,8 +269,8 @@ class Connection(asyncio.Protocol):
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
         self.server.record_latency(api_key, time.monotonic_ns() - received)
-        if sasl is not None and not self._after_sasl_step(sasl):
-            return
+        if sasl is not None:
+            self._after_sasl_step(sasl)
 
     def _after_sasl_step(self, sasl: SaslSession) -> bool:
         """After a response during authentication: close on failure (the answer is written
