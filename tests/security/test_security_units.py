@@ -158,3 +158,35 @@ def test_tls_contexts(tmp_path):
                              "ssl.endpoint.identification.algorithm": ""}.get)
     assert client.check_hostname is False
     assert client_context({"ssl.ca.location": str(ca.cert_path)}.get).check_hostname
+
+
+def test_peer_security_settings():
+    """How a node reaches its peers' listener: SASL credentials from that listener's JAAS
+    config for the inter-broker mechanism; an unsupported mechanism or missing credentials
+    fail at startup."""
+    from odradek.server.authentication import peer_client_security
+    from odradek.server.config import KafkaConfig
+
+    def config(**extra: str) -> KafkaConfig:
+        return KafkaConfig({
+            "process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.voters": "1@localhost:9093",
+            "listeners": "INTERNAL://localhost:9092,CONTROLLER://localhost:9093",
+            "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL", "controller.listener.names": "CONTROLLER",
+            "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            **extra}, log_unused=False)
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="pw" user_broker="pw";')
+    security = peer_client_security(config(**{
+        "listener.name.internal.plain.sasl.jaas.config": jaas}), "INTERNAL", "SASL_PLAINTEXT",
+        "PLAIN")
+    assert (security.sasl.mechanism, security.sasl.username, security.sasl.password) == (
+        "PLAIN", "broker", "pw")
+    assert security.ssl_context is None
+    with pytest.raises(ConfigError, match="credentials"):
+        peer_client_security(config(), "INTERNAL", "SASL_PLAINTEXT", "PLAIN")
+    with pytest.raises(ConfigError, match="not supported"):
+        peer_client_security(config(), "INTERNAL", "SASL_PLAINTEXT", "GSSAPI")
+    assert peer_client_security(config(), "CONTROLLER", "PLAINTEXT", "GSSAPI").sasl is None

@@ -390,6 +390,11 @@ def peer_client_security(config: Any, listener_name: str | None, security_protoc
     ssl_context = client_context(lookup) if security_protocol in ("SSL", "SASL_SSL") else None
     sasl = None
     if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigError(f"SASL mechanism {mechanism} to listener {listener_name} is not "
+                              f"supported: set sasl.mechanism.inter.broker.protocol / "
+                              f"sasl.mechanism.controller.protocol to one of "
+                              f"{', '.join(SUPPORTED_MECHANISMS)}")
         text = lookup(f"{mechanism.lower()}.sasl.jaas.config") or lookup("sasl.jaas.config")
         options = jaas.jaas_options(str(_plain_value(text))) if text else {}
         if mechanism == oauthbearer.OAUTHBEARER:
