@@ -287,3 +287,21 @@ def test_odradek_admin_manages_scram_users(secure_broker):
             assert getattr(failure.value, "code", None) == ErrorCode.SASL_AUTHENTICATION_FAILED
         unknown = admin.describe_user_scram_credentials(["nobody"], raise_errors=False)
         assert unknown["nobody"].code == ErrorCode.RESOURCE_NOT_FOUND
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_confluent_kafka_wrong_password(secure_broker, mechanism):
+    """librdkafka reports the broker's SASL_AUTHENTICATION_FAILED as an authentication error."""
+    from confluent_kafka import KafkaError, Producer
+    username, _password = CREDENTIALS[mechanism]
+    errors: list = []
+    producer = Producer({"bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"),
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                         "sasl.username": username, "sasl.password": "definitely-wrong",
+                         "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert "Authentication failed" in errors[0].str()
+    assert "definitely-wrong" not in secure_broker.process.log_path.read_text()
