@@ -190,3 +190,53 @@ def test_peer_security_settings():
     with pytest.raises(ConfigError, match="not supported"):
         peer_client_security(config(), "INTERNAL", "SASL_PLAINTEXT", "GSSAPI")
     assert peer_client_security(config(), "CONTROLLER", "PLAINTEXT", "GSSAPI").sasl is None
+
+
+def test_reauthentication_keeps_principal_and_mechanism():
+    """KIP-368 on the broker's side: a re-authentication may not change the principal or the
+    mechanism, and starts at most once a second (Kafka's rules)."""
+    from odradek.clock import ManualClock
+    from odradek.server.authentication import ListenerSecurity
+
+    clock = ManualClock()
+    security = ListenerSecurity("SASL_PLAINTEXT", "SASL_PLAINTEXT",
+                                sasl_mechanisms=["PLAIN", "SCRAM-SHA-256"],
+                                plain_users={"alice": "a", "bob": "b"},
+                                scram_credentials=lambda _mechanism: {}.get,
+                                reauth_ms=lambda _mechanism: 60_000, clock=clock.monotonic)
+
+    def authenticated_session():
+        session = security.new_session()
+        session.handshake("PLAIN", 1)
+        response = session.authenticate(scram.plain_client_token("alice", "a"))
+        assert response.error_code == 0 and response.session_lifetime_ms == 60_000
+        return session
+
+    session = authenticated_session()
+    assert session.begin_reauthentication()
+    session.handshake("PLAIN", 1)
+    failed = session.authenticate(scram.plain_client_token("bob", "b"))
+    assert failed.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert failed.error_message == ("Cannot change principals during re-authentication from "
+                                    "User.alice: User.bob")
+
+    session = authenticated_session()
+    assert session.begin_reauthentication()
+    session.handshake("SCRAM-SHA-256", 1)
+    failed = session.authenticate(b"n,,n=alice,r=abc")
+    assert failed.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert "not supported for re-authentication of mechanism 'PLAIN'" in failed.error_message
+
+    session = authenticated_session()
+    assert session.begin_reauthentication()
+    session.handshake("PLAIN", 1)
+    assert session.authenticate(scram.plain_client_token("alice", "a")).error_code == 0
+    assert not session.begin_reauthentication()  # less than a second after the last one
+    clock.advance(1000)
+    assert session.begin_reauthentication()
+    clock.advance(61_000)
+    session.handshake("PLAIN", 1)
+    session.authenticate(scram.plain_client_token("alice", "a"))
+    assert not session.expired()
+    clock.advance(60_000)
+    assert session.expired()
