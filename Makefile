@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-cluster test venv generate bench clean
+.PHONY: run run-secure run-cluster test venv generate bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ bytecode: $(STAMP)
 run: bytecode
 	$(VENV)/bin/odradek server-start
 
+# The secure example (config/secure.properties): TLS + SCRAM-SHA-512 on localhost:9092, a
+# throwaway CA and certificates in odradek-secure/ (needs the test extra's `cryptography`),
+# the SCRAM user admin/admin-secret created at format time. Clients: odradek-secure/client.properties.
+run-secure: bytecode
+	$(PY) tools/secure_example.py odradek-secure
+	@test -f odradek-secure-data/meta.properties || $(VENV)/bin/odradek storage format \
+		--config config/secure.properties --cluster-id "$$($(VENV)/bin/odradek storage random-uuid)" \
+		--add-scram 'SCRAM-SHA-512=[name=admin,password=admin-secret]'
+	$(VENV)/bin/odradek server-start config/secure.properties
+
 # A local cluster of NODES combined broker+controller nodes (one process each, brokers on
 # 9092.., controllers on 9192..) in the foreground; Ctrl-C stops them. Data in odradek-cluster/.
 NODES ?= 3
@@ -72,4 +82,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) odradek-data odradek-cluster
+	rm -rf $(VENV) odradek-data odradek-cluster odradek-secure odradek-secure-data

@@ -52,6 +52,7 @@ from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
+from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
 from odradek.server.network import RequestContext
 from odradek.server.node_channel import NodeChannel
@@ -237,7 +238,9 @@ class HandlerNode:
             verifier, verification_enabled)
         self.produce_apis = ProduceApis(self.replica_manager, verifier, verification_enabled)
         self.raft_apis = RaftApis(self.quorum)
-        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis), FORWARDED)
+        self.scram_apis = ScramApis(cache, controller)
+        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis),
+                       FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),
@@ -252,7 +255,7 @@ class HandlerNode:
                 int(config.get("fetch.max.bytes"))),
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
             raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager),
-            transactions=self.transaction_apis))
+            transactions=self.transaction_apis, scram=self.scram_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

@@ -40,12 +40,18 @@ from odradek.client import (
     ConfigSource,
     KafkaConfigError,
     KafkaError,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 TOPICS, BROKERS, BROKER_LOGGERS = "topics", "brokers", "broker-loggers"
 ENTITY_TYPES = ["broker-loggers", "topics", "clients", "users", "brokers", "ips",
                 "client-metrics", "groups"]
-SUPPORTED = (TOPICS, BROKERS)
+USERS = "users"
+SUPPORTED = (TOPICS, BROKERS, USERS)
+# Users' configs this tool handles: SCRAM credentials (quotas come with their issue).
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SCRAM_ITERATIONS = 4096
 
 #: Java's ConfigEntry.ConfigSource names where ours differ.
 _SOURCE_NAMES = {ConfigSource.CLIENT_METRICS_CONFIG: "DYNAMIC_CLIENT_METRICS_CONFIG",
@@ -181,7 +187,7 @@ def check_args(options: ParsedOptions, types: list[str], names: list[str]) -> No
                                      "--delete-config must be specified with --alter")
     if types[0] not in SUPPORTED:
         raise ConfigCommandError(f"Entity type {types[0]} is not supported yet by this tool "
-                                 "(only topics and brokers)")
+                                 "(only topics, brokers and users' SCRAM credentials)")
 
 
 def parse_configs_to_add(options: ParsedOptions) -> dict[str, str]:
@@ -292,13 +298,71 @@ async def alter(admin: AdminClient, options: ParsedOptions, entity_type: str, na
         print(f"Completed updating default config for {entity_type} in the cluster.", file=out)
 
 
+def _scram_upsertion(user: str, mechanism: str, value: str) -> UserScramCredentialUpsertion:
+    """`iterations=8192,password=secret` (the brackets already stripped), Kafka's syntax."""
+    settings = {}
+    for item in value.split(","):
+        key, sep, setting = item.partition("=")
+        if not sep:
+            raise ConfigCommandError(f"Invalid SCRAM credential config for {mechanism}: "
+                                     "expected [iterations=N,password=...]")
+        settings[key.strip()] = setting.strip()
+    if "password" not in settings:
+        raise ConfigCommandError(f"A password must be specified for {mechanism} "
+                                 "(SCRAM-SHA-256=[iterations=8192,password=...])")
+    try:
+        iterations = int(settings.get("iterations", DEFAULT_SCRAM_ITERATIONS))
+    except ValueError:
+        raise ConfigCommandError(f"Invalid iterations for {mechanism}: "
+                                 f"{settings['iterations']}") from None
+    return UserScramCredentialUpsertion(user, mechanism, settings["password"], iterations)
+
+
+async def alter_user(admin: AdminClient, options: ParsedOptions, user: str, out: Any) -> None:
+    """SCRAM credentials: `--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'`,
+    `--delete-config SCRAM-SHA-256`. Each goes in a request of its own: Kafka's controller
+    takes one alteration per user per request."""
+    to_add = parse_configs_to_add(options)
+    to_delete = parse_configs_to_delete(options)
+    others = [name for name in [*to_add, *to_delete] if name not in SCRAM_MECHANISMS]
+    if others:
+        raise ConfigCommandError(f"Only SCRAM credentials ({', '.join(SCRAM_MECHANISMS)}) of "
+                                 f"users can be altered by this tool yet, not {others}")
+    if not user:
+        raise ConfigCommandError("SCRAM credentials cannot be set for the default user")
+    alterations: list[Any] = [UserScramCredentialDeletion(user, mechanism)
+                              for mechanism in to_delete]
+    alterations += [_scram_upsertion(user, mechanism, value)
+                    for mechanism, value in to_add.items()]
+    for alteration in alterations:
+        await admin.alter_user_scram_credentials([alteration], timeout_ms=30_000)
+    print(f"Completed updating config for user {user}.", file=out)
+
+
+async def describe_users(admin: AdminClient, name: str | None, out: Any) -> None:
+    users = None if name is None else [name]
+    described = await admin.describe_user_scram_credentials(users, timeout_ms=30_000,
+                                                            raise_errors=False)
+    for user, credentials in described.items():
+        if isinstance(credentials, KafkaError):
+            continue  # no credentials: nothing to show, as Kafka
+        listed = ", ".join(f"{info.mechanism}=iterations={info.iterations}"
+                           for info in credentials)
+        print(f"SCRAM credential configs for user-principal '{user}' are {listed}", file=out)
+
+
 async def execute_async(options: ParsedOptions, types: list[str], names: list[str],
                         out: Any) -> None:
     bootstrap = options.value("bootstrap-server") or options.value("bootstrap-controller")
     if options.has("alter") and len(types) != len(names):
         raise ConfigCommandError("An entity name must be specified for every entity type")
     async with AdminClient(admin_props(options, bootstrap)) as admin:
-        if options.has("alter"):
+        if types[0] == USERS:
+            if options.has("alter"):
+                await alter_user(admin, options, names[0], out)
+            else:
+                await describe_users(admin, names[0] if names else None, out)
+        elif options.has("alter"):
             await alter(admin, options, types[0], names[0], out)
         else:
             await describe(admin, types[0], names[0] if names else None, options.has("all"),

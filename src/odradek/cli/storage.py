@@ -25,11 +25,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from odradek.cli.common import ToolArgumentParser, ToolError, configure_logging, run_tool
 from odradek.config.listeners import Endpoint, parse_endpoints
 from odradek.controller import features
+from odradek.controller.bootstrap import parse_add_scram, write_bootstrap_records
 from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
 from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC
 from odradek.raft.snapshot import FileSnapshotStore, OffsetAndEpoch, bootstrap_snapshot
@@ -351,7 +352,8 @@ def format_directories(config: KafkaConfig, cluster_id: str, out: TextIO, *,
                        ignore_formatted: bool = False,
                        release_version: str = LATEST_METADATA_VERSION,
                        dynamic_quorum: bool = False,
-                       initial_voters: Mapping[int, DynamicVoter] | None = None) -> list[str]:
+                       initial_voters: Mapping[int, DynamicVoter] | None = None,
+                       bootstrap_records: list[Any] | None = None) -> list[str]:
     """Kafka's `kafka-storage.sh format` for one node; returns the directories it formatted.
 
     `dynamic_quorum` (one of the KIP-853 flags was given) prints each directory's type as
@@ -396,6 +398,13 @@ def format_directories(config: KafkaConfig, cluster_id: str, out: TextIO, *,
                                 f"{exc}") from exc
             if kind == DYNAMIC_METADATA_VOTER_DIRECTORY:
                 directory_id = uuid_to_kafka_str(initial_voters[config.node_id].directory_id)
+        if bootstrap_records and os.path.abspath(directory) == os.path.abspath(
+                metadata_directory):
+            try:
+                write_bootstrap_records(directory, bootstrap_records)
+            except OSError as exc:
+                raise ToolError(f"Error while writing the bootstrap records in {directory}: "
+                                f"{exc}") from exc
         write_directory(directory, cluster_id, config.node_id, taken_ids, directory_id)
     return empty
 
@@ -465,6 +474,11 @@ def _build_parser() -> ToolArgumentParser:
     format_parser.add_argument("--cluster-id", "-t", required=True, help="The cluster ID to use.")
     format_parser.add_argument("--ignore-formatted", "-g", action="store_true",
                                help="Skip directories that are already formatted.")
+    format_parser.add_argument(
+        "--add-scram", "-S", action="append", default=[],
+        help="A SCRAM credential to create at bootstrap, e.g. "
+             "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (also iterations=, salt=, "
+             "saltedpassword=); may be repeated.")
     format_parser.add_argument(
         "--release-version", "-r",
         help=f"The metadata.version to start with; at least 3.0-IV1, by default "
@@ -548,9 +562,14 @@ def _run(argv: list[str]) -> int:
                                                args.no_initial_controllers)
     dynamic_quorum = (args.standalone or args.no_initial_controllers
                       or args.initial_controllers is not None)
+    try:
+        scram_records = [parse_add_scram(text) for text in args.add_scram]
+    except (ConfigError, ValueError) as exc:
+        raise ToolError(str(exc)) from exc
     format_directories(config, args.cluster_id, sys.stdout,
                        ignore_formatted=args.ignore_formatted, release_version=release_version,
-                       dynamic_quorum=dynamic_quorum, initial_voters=initial_voters)
+                       dynamic_quorum=dynamic_quorum, initial_voters=initial_voters,
+                       bootstrap_records=scram_records)
     return 0
 
 

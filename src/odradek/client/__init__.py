@@ -9,10 +9,15 @@
 * `AsyncConsumer` / `Consumer`: Kafka's consumer, with manual assignment or consumer group
   membership (`subscribe`, see `group` and `assignors`).
 
-Imports only `odradek.protocol`.
+Imports only `odradek.protocol`, `odradek.config` (the config model) and `odradek.security`.
 """
 
 from odradek.client.admin import Admin, AdminClient
+from odradek.client.admin_scram import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from odradek.client.admin_transactions import (
     AbortTransactionSpec,
     ProducerState,
@@ -141,6 +146,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "ReplicaInfo",
+    "ScramCredentialInfo",
     "TopicDescription",
     "TopicListing",
     "TopicMetadata",
@@ -151,4 +157,6 @@ __all__ = [
     "TransactionListing",
     "TransactionState",
     "TransactionStateError",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]

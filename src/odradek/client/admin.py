@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from odradek.client.admin_groups import GroupAdmin
+from odradek.client.admin_scram import ScramAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.admin_types import (
     AlterConfigOp,
@@ -120,7 +121,7 @@ def _finish(results: dict[K, Any], raise_errors: bool) -> dict[K, Any]:
     return results
 
 
-class AdminClient(GroupAdmin, TransactionAdmin):
+class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin):
     """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`, the
     transaction calls from `TransactionAdmin`).
     Connects lazily; `close` (or ``async with``) when done."""
@@ -993,4 +994,6 @@ class Admin(SyncFacade[AdminClient]):
     list_transactions = blocking(AdminClient.list_transactions)
     list_transactions_by_broker = blocking(AdminClient.list_transactions_by_broker)
     abort_transaction = blocking(AdminClient.abort_transaction)
+    alter_user_scram_credentials = blocking(AdminClient.alter_user_scram_credentials)
+    describe_user_scram_credentials = blocking(AdminClient.describe_user_scram_credentials)
     end_transaction = blocking(AdminClient.end_transaction)

@@ -27,6 +27,7 @@ from odradek.client.config import ClientConfig, parse_bootstrap_servers
 from odradek.client.connection import Connection
 from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError
 from odradek.client.retry import Deadline, ExponentialBackoff
+from odradek.client.security import client_security
 from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.messages import MetadataRequest, MetadataResponse
@@ -198,6 +199,7 @@ class Cluster:
         self.bootstrap_addresses: list[Address] = parse_bootstrap_servers(
             config["bootstrap.servers"])
         self.request_timeout_ms: int = config["request.timeout.ms"]
+        self.security = client_security(config)
         self.default_api_timeout_ms: int = config["default.api.timeout.ms"]
         self.retries: int = config["retries"]
         self.metadata_max_age_ms: int = config["metadata.max.age.ms"]
@@ -288,6 +290,8 @@ class Cluster:
                 connect_timeout_ms=timeout_ms,
                 send_buffer_bytes=self.config["send.buffer.bytes"],
                 receive_buffer_bytes=self.config["receive.buffer.bytes"],
+                ssl_context=self.security.ssl_context,
+                sasl=self.security.sasl,
             )
         except KafkaError:
             failures = self._failures.get(address, (0, 0.0))[0] + 1

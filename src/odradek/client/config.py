@@ -36,13 +36,14 @@ INT32_MAX = INT_MAX
 
 # The short type names client key tables use. Integers are LONGs: Python has one int type.
 _TYPES = {"int": ConfigType.LONG, "float": ConfigType.DOUBLE, "bool": ConfigType.BOOLEAN,
-          "str": ConfigType.STRING, "list": ConfigType.LIST}
+          "str": ConfigType.STRING, "list": ConfigType.LIST, "password": ConfigType.PASSWORD}
 
 
-def ConfigKey(name: str, type: str, default: Any, validator: Validator | None = None,  # noqa: N802
+def ConfigKey(name: str, type: str, default: Any, validator: Validator | None = None,
               required: bool = False) -> ConfigDef:
-    """A client key's definition; `type` is "int", "bool", "str", "list" or "float". A required
-    key has no default: parse() fails without it."""
+    """A client key's definition; `type` is "int", "bool", "str", "list", "float" or
+    "password" (a secret: kept as a `Password`, printed as [hidden]). A required key has no
+    default: parse() fails without it."""
     return ConfigDef(name, _TYPES[type], NO_DEFAULT if required else default, validator)
 
 
@@ -147,7 +148,29 @@ COMMON_CONFIG = ConfigSchema([
     ConfigKey("client.id", "str", ""),
     ConfigKey("client.dns.lookup", "str", "use_all_dns_ips",
               one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
-    ConfigKey("security.protocol", "str", "PLAINTEXT", one_of("PLAINTEXT")),
+    ConfigKey("security.protocol", "str", "PLAINTEXT",
+              one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    # TLS (Kafka's names; librdkafka's ssl.ca.location & co. below) and SASL: see
+    # odradek.client.security
+    ConfigKey("ssl.endpoint.identification.algorithm", "str", "https"),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+    ConfigKey("ssl.cipher.suites", "list", []),
+    ConfigKey("ssl.truststore.type", "str", "PEM"),
+    ConfigKey("ssl.truststore.location", "str", None),
+    ConfigKey("ssl.truststore.certificates", "password", None),
+    ConfigKey("ssl.keystore.type", "str", "PEM"),
+    ConfigKey("ssl.keystore.location", "str", None),
+    ConfigKey("ssl.keystore.certificate.chain", "password", None),
+    ConfigKey("ssl.keystore.key", "password", None),
+    ConfigKey("ssl.key.password", "password", None),
+    ConfigKey("ssl.ca.location", "str", None),
+    ConfigKey("ssl.certificate.location", "str", None),
+    ConfigKey("ssl.key.location", "str", None),
+    ConfigKey("sasl.mechanism", "str", "GSSAPI"),
+    ConfigKey("sasl.jaas.config", "password", None),
+    ConfigKey("sasl.username", "str", None),
+    ConfigKey("sasl.password", "password", None),
+    ConfigKey("sasl.oauthbearer.config", "str", None),
     ConfigKey("request.timeout.ms", "int", 30_000, at_least(0)),
     ConfigKey("default.api.timeout.ms", "int", 60_000, at_least(0)),
     ConfigKey("retries", "int", INT32_MAX, at_least(0)),

@@ -16,22 +16,38 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import random
 import socket
+import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek import __version__
 from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError
 from odradek.protocol import framing
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
-from odradek.protocol.messages import API_BY_KEY, ApiVersionsRequest, ApiVersionsResponse, Message
+from odradek.protocol.messages import (
+    API_BY_KEY,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    Message,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+from odradek.security.oauthbearer import client_initial_response, unsecured_token
+from odradek.security.scram import SaslFailure, ScramClient, plain_client_token
 
 __all__ = ["CLIENT_SOFTWARE_NAME", "Connection"]
+
+if TYPE_CHECKING:
+    from odradek.client.security import SaslCredentials
 
 log = logging.getLogger("odradek.client.connection")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
 CLIENT_SOFTWARE_NAME = "odradek-python"
 # Largest response frame accepted; Kafka's client has no limit of its own, this one only
 # guards against a peer that is not a Kafka broker (e.g. an HTTP server answering).
@@ -84,8 +100,12 @@ class Connection:
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -109,6 +129,10 @@ class Connection:
         self._close_error: KafkaError | None = None
         self._closed = asyncio.Event()
         self._ready = False
+        self._not_reauthenticating = asyncio.Event()
+        self._not_reauthenticating.set()
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -147,7 +171,8 @@ class Connection:
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 transport, _ = await loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port
+                    lambda: _Protocol(self), self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None,
                 )
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
@@ -161,7 +186,76 @@ class Connection:
             self._abort(KafkaConnectionError(f"ApiVersions negotiation with {self.describe} "
                                              f"failed: {exc}"))
             raise
+        if self.sasl is not None:
+            try:
+                await self._authenticate(self.sasl)
+            except BaseException as exc:
+                error = exc if isinstance(exc, KafkaError) else KafkaConnectionError(
+                    f"SASL authentication with {self.describe} failed: {exc}")
+                self._abort(error)  # type: ignore[arg-type]
+                raise
         self._ready = True
+
+    async def _authenticate(self, sasl: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two). When the
+        broker gives the session a lifetime (KIP-368), re-authenticate before it ends."""
+        async def call(request: Message, api_key: int, min_version: int = 0) -> Any:
+            # Straight to the wire: during a re-authentication `send` holds other requests.
+            version = self.pick_version(api_key, min_version=min_version)
+            return await self._send(request, api_key, version, None, True)
+
+        handshake = await call(SaslHandshakeRequest(mechanism=sasl.mechanism),
+                               SASL_HANDSHAKE_KEY, min_version=1)
+        if handshake.error_code != ErrorCode.NONE:
+            raise KafkaError(handshake.error_code,
+                             f"SASL mechanism {sasl.mechanism} is not enabled on "
+                             f"{self.describe} (it offers {handshake.mechanisms})")
+        lifetime_ms = 0
+
+        async def exchange(token: bytes) -> bytes:
+            nonlocal lifetime_ms
+            response = await call(SaslAuthenticateRequest(auth_bytes=token),
+                                  SASL_AUTHENTICATE_KEY)
+            if response.error_code != ErrorCode.NONE:
+                raise KafkaError(response.error_code, response.error_message)
+            lifetime_ms = response.session_lifetime_ms or 0
+            return bytes(response.auth_bytes or b"")
+
+        try:
+            if sasl.mechanism == "PLAIN":
+                await exchange(plain_client_token(sasl.username, sasl.password))
+            elif sasl.mechanism == "OAUTHBEARER":
+                challenge = await exchange(client_initial_response(unsecured_token(sasl.username)))
+                if challenge:  # the broker refused the token: acknowledge, then it fails
+                    await exchange(b"\x01")
+                    raise SaslFailure(f"OAUTHBEARER token refused: {challenge.decode()}")
+            else:
+                client = ScramClient(sasl.mechanism, sasl.username, sasl.password)
+                server_first = await exchange(client.first())
+                client.verify(await exchange(client.final(server_first)))
+        except SaslFailure as exc:
+            raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        if lifetime_ms > 0:
+            # Kafka's client: at a random point between 85% and 95% of the lifetime.
+            delay_s = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+            self._reauth_timer = asyncio.get_running_loop().call_later(
+                delay_s, self._start_reauthentication, sasl)
+
+    def _start_reauthentication(self, sasl: SaslCredentials) -> None:
+        self._reauth_timer = None
+        if not self.closed:
+            self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate(sasl))
+
+    async def _reauthenticate(self, sasl: SaslCredentials) -> None:
+        self._not_reauthenticating.clear()
+        try:
+            await self._authenticate(sasl)
+            log.debug("re-authenticated with %s", self.describe)
+        except Exception as exc:  # noqa: BLE001 - any failure ends the connection
+            self._abort(KafkaConnectionError(
+                f"Re-authentication with {self.describe} failed: {exc}"))
+        finally:
+            self._not_reauthenticating.set()
 
     def _set_socket_options(self) -> None:
         sock = self._transport.get_extra_info("socket") if self._transport else None
@@ -283,6 +377,10 @@ class Connection:
         if api_version is None:
             api_version = self.pick_version(api_key)
         self._check_open()
+        if not self._not_reauthenticating.is_set():
+            # KIP-368: no request may reach the broker in the middle of a re-authentication.
+            await self._not_reauthenticating.wait()
+            self._check_open()
         if self._slots is not None:
             await self._slots.acquire()
         try:
@@ -402,6 +500,10 @@ class Connection:
         if self._close_error is None:
             self._close_error = error
         self._ready = False
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._not_reauthenticating.set()  # waiting senders see the connection closed
         in_flight, self._in_flight = self._in_flight, collections.deque()
         for entry in in_flight:
             if not entry.future.done():

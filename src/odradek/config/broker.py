@@ -385,6 +385,11 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Kerberos principal name the broker runs as."),
     ("sasl.server.callback.handler.class", _C, None, None, _MEDIUM, _PB,
      "SASL server callback handler class."),
+    ("connections.max.reauth.ms", _L, 0, None, _MEDIUM, _RO,
+     ("Maximum lifetime of a SASL session before the client must re-authenticate (KIP-368); "
+      "0 disables re-authentication. May be prefixed per listener and mechanism.")),
+    ("sasl.server.max.receive.size", _I, 524288, None, _LOW, _RO,
+     "Largest request accepted before and during SASL authentication."),
     ("sasl.login.class", _C, None, None, _MEDIUM, _RO, "Login class for SASL."),
     ("sasl.login.callback.handler.class", _C, None, None, _MEDIUM, _RO,
      "SASL login callback handler class."),

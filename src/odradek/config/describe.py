@@ -137,6 +137,19 @@ def broker_config_entries(broker_config: BrokerConfigView, dynamic: Mapping[str,
                                 entry.is_read_only, entry.is_sensitive, entry.synonyms,
                                 entry.config_type, entry.documentation)
         entries.append(entry)
+    # Listener-prefixed dynamic settings (`listener.name.<listener>.ssl.keystore.location`):
+    # described as Kafka does, secrets hidden.
+    for name in sorted(dynamic):
+        if not name.startswith("listener.name."):
+            continue
+        setting = name[len("listener.name."):].partition(".")[2]
+        definition = BROKER_CONFIGS.get(setting)
+        sensitive = definition is not None and definition.sensitive
+        entries.append(ConfigEntry(
+            name, None if sensitive else dynamic[name], dynamic_source, False, sensitive,
+            (ConfigSynonym(name, None if sensitive else dynamic[name], dynamic_source),),
+            definition.type if definition is not None else ConfigType.UNKNOWN,
+            definition.doc if definition is not None else None))
     return entries
 
 

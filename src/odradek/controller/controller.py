@@ -377,8 +377,12 @@ class ControllerState:
             except ValueError as exc:
                 return OpResult.fail(ErrorCode.INVALID_CONFIG, str(exc)), []
         records = []
+        # KAFKA-14136: a broker config SET to its current value is written again, so brokers
+        # reload what it names (a TLS key store file replaced at the same path).
+        resent = ({key for key, op, value in ops if value is not None and (
+            not incremental or op == OP_SET)} if resource_type == RESOURCE_BROKER else set())
         for key in sorted(set(current) | set(wanted)):
-            if current.get(key) != wanted.get(key):
+            if current.get(key) != wanted.get(key) or (key in resent and key in wanted):
                 records.append(
                     m.ConfigRecord(
                         resource_type=resource_type,

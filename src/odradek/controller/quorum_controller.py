@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.controller import cluster_control, features
+from odradek.controller import cluster_control, features, scram_control
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
@@ -91,13 +91,16 @@ class QuorumController:
             raise
 
     # -- cluster bootstrap and membership
-    async def bootstrap_metadata_version(self, level: int) -> None:
-        """Writes the metadata.version feature level into a freshly formatted log."""
+    async def bootstrap_metadata_version(self, level: int,
+                                         bootstrap_records: Sequence[Any] = ()) -> None:
+        """Writes the metadata.version feature level into a freshly formatted log, with the
+        records `storage format` left for it (SCRAM credentials: `--add-scram`)."""
         async with self._lock:
             self._check_active()
             if self.image.metadata_version == 0:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
-                                                         feature_level=level)])
+                                                         feature_level=level),
+                                    *bootstrap_records])
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
         """Registers (or re-registers) a broker, fenced; returns its broker epoch. Raises
@@ -354,6 +357,19 @@ class QuorumController:
                 self.image, updates, node_id=self.quorum.node_id, validate_only=validate_only)
             await self._commit(records)
             return results
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[Any],
+                                           upsertions: Sequence[Any]) -> dict[str, OpResult]:
+        """AlterUserScramCredentials: a result per user (see `controller.scram_control`)."""
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = scram_control.alter_user_scram_credentials(
+                    self.image, deletions, upsertions)
+                await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return {alteration.name: _failed(exc) for alteration in [*deletions, *upsertions]}
 
 
 def _failed(exc: KafkaError) -> OpResult:

@@ -15,6 +15,7 @@ from typing import Any
 
 from odradek.config.listeners import Endpoint
 from odradek.protocol import messages as m
+from odradek.security.scram import ScramCredential
 
 # ConfigResource types, as in DescribeConfigs / ConfigRecord.
 RESOURCE_TOPIC = 2
@@ -91,6 +92,8 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=_empty)
     next_producer_id: int = 0
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=_empty)
+    # user -> SCRAM mechanism id (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
+    scram_credentials: Mapping[str, Mapping[int, ScramCredential]] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -132,6 +135,7 @@ class MetadataDelta:
     _configs: dict[tuple[int, str], dict[str, str]] | None = None
     _next_producer_id: int | None = None
     _client_quotas: dict | None = None
+    _scram: dict[str, dict[int, ScramCredential]] | None = None
     offset: int = -1
     epoch: int = -1
 
@@ -171,7 +175,7 @@ class MetadataDelta:
         handler = _REPLAYERS.get(type(record).__name__)
         if handler is not None:
             handler(self, record)
-        # Records Odradek does not act on yet (delegation tokens, SCRAM, ACLs...) are kept in
+        # Records Odradek does not act on yet (delegation tokens, ACLs...) are kept in
         # the log and skipped here, so a later version can replay them.
 
     def _replay_FeatureLevelRecord(self, r: m.FeatureLevelRecord) -> None:
@@ -305,6 +309,25 @@ class MetadataDelta:
         else:
             section[r.key] = r.value
 
+    def _scram_w(self) -> dict[str, dict[int, ScramCredential]]:
+        if self._scram is None:
+            self._scram = {user: dict(creds)
+                           for user, creds in self.image.scram_credentials.items()}
+        return self._scram
+
+    def _replay_UserScramCredentialRecord(self, r: m.UserScramCredentialRecord) -> None:
+        self._scram_w().setdefault(r.name, {})[r.mechanism] = ScramCredential(
+            bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+
+    def _replay_RemoveUserScramCredentialRecord(
+            self, r: m.RemoveUserScramCredentialRecord) -> None:
+        credentials = self._scram_w()
+        section = credentials.get(r.name)
+        if section is not None:
+            section.pop(r.mechanism, None)
+            if not section:
+                del credentials[r.name]
+
     def apply(self) -> MetadataImage:
         image = self.image
         topics_by_id = image.topics_by_id
@@ -345,6 +368,11 @@ class MetadataDelta:
                 else image.next_producer_id
             ),
             client_quotas=quotas,
+            scram_credentials=(
+                MappingProxyType({user: MappingProxyType(creds)
+                                  for user, creds in self._scram.items()})
+                if self._scram is not None else image.scram_credentials
+            ),
         )
 
 
@@ -362,8 +390,8 @@ _REPLAYERS = {
 def image_records(image: MetadataImage) -> list[Any]:
     """The metadata records that rebuild `image` when replayed on an empty one (what a
     metadata snapshot holds, as Kafka's image writers): features, brokers (with their fenced
-    and controlled-shutdown state), topics and partitions, configs, the producer id block and
-    client quotas. `replay_records(image_records(img))` equals `img` but for offset and
+    and controlled-shutdown state), topics and partitions, configs, the producer id block,
+    client quotas and SCRAM credentials. `replay_records(image_records(img))` equals `img` but for offset and
     epoch, which the snapshot's id carries."""
     records: list[Any] = [
         m.FeatureLevelRecord(name=name, feature_level=level)
@@ -415,6 +443,12 @@ def image_records(image: MetadataImage) -> list[Any]:
                                                        entity_name=entity_name)
                         for entity_type, entity_name in entity],
                 key=key, value=value, remove=False))
+    for user in sorted(image.scram_credentials):
+        for mechanism, credential in sorted(image.scram_credentials[user].items()):
+            records.append(m.UserScramCredentialRecord(
+                name=user, mechanism=mechanism, salt=credential.salt,
+                stored_key=credential.stored_key, server_key=credential.server_key,
+                iterations=credential.iterations))
     return records
 
 

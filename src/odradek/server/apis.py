@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from odradek.server.handlers.producer_ids import ProducerIdApis
     from odradek.server.handlers.producers import ProducerStateApis
     from odradek.server.handlers.raft import RaftApis
+    from odradek.server.handlers.scram import ScramApis
     from odradek.server.handlers.transactions import TransactionApis
 
 #: handler(ctx, request) -> response (or an awaitable of it)
@@ -60,6 +61,7 @@ SERVED_VERSIONS: dict[int, int] = {
         24, 25, 26, 27,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers
         65, 66,  # DescribeTransactions, ListTransactions
         43,  # ElectLeaders
+        50, 51,  # DescribeUserScramCredentials, AlterUserScramCredentials (forwarded)
         45, 46,  # AlterPartitionReassignments, ListPartitionReassignments (forwarded)
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
         57,  # UpdateFeatures (forwarded to the active controller)
@@ -105,6 +107,7 @@ FORWARDED_APIS = frozenset({
     44,  # IncrementalAlterConfigs
     45,  # AlterPartitionReassignments
     46,  # ListPartitionReassignments
+    51,  # AlterUserScramCredentials
     55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
     80,  # AddRaftVoter
@@ -126,7 +129,7 @@ SERVED_BY_KIND: dict[str, dict[int, int]] = {
 def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
                   raft: RaftApis, producers: ProducerStateApis,
-                  transactions: TransactionApis) -> dict[int, Handler]:
+                  transactions: TransactionApis, scram: ScramApis) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -155,6 +158,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         36: sasl.sasl_authenticate,
         42: groups.delete_groups,
         47: groups.offset_delete,
+        50: scram.describe_user_scram_credentials,
+        51: scram.alter_user_scram_credentials,
         68: groups.consumer_group_heartbeat,
         69: groups.consumer_group_describe,
         55: raft.describe_quorum_on_broker,
@@ -187,10 +192,12 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
     }
 
 
-def forwarded_handler_table(admin: AdminApis, raft: RaftApis) -> dict[int, Handler]:
+def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
+                            scram: ScramApis) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
     handlers = {**admin_handler_table(admin), 55: raft.describe_quorum,
+                51: scram.alter_user_scram_credentials,
                 80: raft.add_raft_voter, 81: raft.remove_raft_voter}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
 

@@ -25,12 +25,15 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from odradek.client.security import ClientSecurity
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.types import ConfigError
+from odradek.controller.bootstrap import read_bootstrap_records
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.features import LATEST_METADATA_VERSION, SUPPORTED_FEATURES
@@ -56,6 +59,11 @@ from odradek.server.apis import (
     forwarded_handler_table,
     handler_table,
 )
+from odradek.server.authentication import (
+    build_listener_security,
+    peer_client_security,
+    reload_tls,
+)
 from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
@@ -69,6 +77,7 @@ from odradek.server.handlers.produce import ProduceApis
 from odradek.server.handlers.producer_ids import ProducerIdApis
 from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
+from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
 from odradek.server.network import (
     ConnectionCloseRequest,
@@ -151,6 +160,8 @@ class Broker:
         # filled in once the listeners are bound (a port may be 0 in the config).
         self._local_controller_endpoints: dict[str, tuple[str, int]] = {}
         self._tasks: list[asyncio.Task] = []
+        self._listeners: list[ListenerConfig] | None = None
+        self._peer_security: dict[str, ClientSecurity] = {}
         self.default_log_config: LogConfig = config.log_config()
         self._cleaner_configs_seen: object = None
 
@@ -212,7 +223,8 @@ class Broker:
         if single_voter:
             # A lone voter leads at once: the same start as before Raft.
             await self.quorum.become_leader()
-            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
+            await self.controller.bootstrap_metadata_version(
+                METADATA_VERSION_LEVEL, read_bootstrap_records(self.metadata_log_dir))
         else:
             self.quorum.activation_listeners.append(self._on_activation)
             self.quorum.start()
@@ -229,7 +241,8 @@ class Broker:
             self.txn_channel = NodeChannel(
                 self.node_id, self._inter_broker_endpoint,
                 request_timeout_ms=int(self.config.get("request.timeout.ms")),
-                client_id=f"transactions-{self.node_id}")
+                client_id=f"transactions-{self.node_id}",
+                security=self.inter_broker_security)
             # Follows the leadership of the __transaction_state partitions.
             self.transaction_coordinator = start_transaction_coordinator(
                 self.config, self.metadata_cache, self.replica_manager, self.producer_ids,
@@ -289,7 +302,8 @@ class Broker:
                 response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
                 backoff_ms=int(config.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
-                num_fetchers=int(config.get("num.replica.fetchers"))),
+                num_fetchers=int(config.get("num.replica.fetchers")),
+                security=self.inter_broker_security),
             quota=follower_quota)
         replica_manager.fetchers = self.replica_fetchers
         self.alter_partitions = AlterPartitionManager(
@@ -407,12 +421,14 @@ class Broker:
                 return quorum.endpoint_of(node_id) if quorum is not None else None
 
             self.raft_channel = NodeChannel(self.node_id, resolve,
-                                            request_timeout_ms=raft_config.request_timeout_ms)
+                                            request_timeout_ms=raft_config.request_timeout_ms,
+                                            security=self.controller_security)
             send = self.raft_channel.send
             # The lifecycle's own connections: heartbeats never wait behind a Raft Fetch.
             self.controller_channel = NodeChannel(
                 self.node_id, resolve, request_timeout_ms=raft_config.request_timeout_ms,
-                client_id=f"broker-lifecycle-{self.node_id}")
+                client_id=f"broker-lifecycle-{self.node_id}",
+                security=self.controller_security)
         quorum = MetadataQuorum(
             metadata_log, self.node_id, voters=voter_ids, cluster_id=self.cluster_id,
             raft_config=raft_config, send=send, dynamic=dynamic, directory_id=directory_id,
@@ -446,7 +462,8 @@ class Broker:
     async def _claim_controller(self) -> None:
         """The first active controller bootstraps metadata.version."""
         try:
-            await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)  # type: ignore[union-attr]
+            await self.controller.bootstrap_metadata_version(  # type: ignore[union-attr]
+                METADATA_VERSION_LEVEL, read_bootstrap_records(self.metadata_log_dir))
         except KafkaError as exc:
             log.warning("node %d: lost the leadership while taking over as controller: %s",
                         self.node_id, exc)
@@ -459,9 +476,69 @@ class Broker:
         return out
 
     def _listener_configs(self) -> list[ListenerConfig]:
-        return [ListenerConfig(name=e.name, host=e.host or "", port=e.port,
-                               security_protocol=e.security_protocol)
+        """The listeners with their TLS contexts and SASL settings (built once: a TLS context
+        loads its key and trust stores)."""
+        if self._listeners is None:
+            self._listeners = [
+                ListenerConfig(name=e.name, host=e.host or "", port=e.port,
+                               security_protocol=e.security_protocol,
+                               security=build_listener_security(
+                                   self.config, e.name, e.security_protocol,
+                                   self._scram_credentials, self._dynamic_broker_config()))
                 for e in self.config.listeners]
+            if any(listener.security.uses_ssl for listener in self._listeners
+                   if listener.security is not None):
+                self.metadata_cache.subscribe(self._reload_tls)  # type: ignore[union-attr]
+        return self._listeners
+
+    def _dynamic_broker_config(self) -> Mapping[str, str]:
+        if self.metadata_cache is None:
+            return {}
+        return self.metadata_cache.image.broker_config(self.node_id)
+
+    def _reload_tls(self, image: MetadataImage) -> None:
+        """A listener's key or trust store changed (dynamic `listener.name.<listener>.ssl.*`
+        configs, or a store file replaced and its config set again): new connections use
+        the new one, open connections keep theirs; a store that does not load is logged and
+        the listener keeps its current one (Kafka's behaviour on a bad dynamic update)."""
+        dynamic = image.broker_config(self.node_id)
+        for listener in self._listeners or ():
+            security = listener.security
+            if security is None or not security.uses_ssl:
+                continue
+            try:
+                if reload_tls(security, self.config, dynamic):
+                    log.info("listener %s: reloaded its TLS key and trust stores", listener.name)
+            except ConfigError as exc:
+                log.error("listener %s: keeping its TLS stores, the new ones do not load: %s",
+                          listener.name, exc)
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity:
+        """TLS/SASL of this broker's connections to other brokers' inter-broker listener
+        (replica fetchers, transaction markers)."""
+        if "broker" not in self._peer_security:
+            self._peer_security["broker"] = peer_client_security(
+                self.config, self.config.inter_broker_listener_name,
+                self.config.inter_broker_security_protocol,
+                str(self.config.get("sasl.mechanism.inter.broker.protocol")))
+        return self._peer_security["broker"]
+
+    @property
+    def controller_security(self) -> ClientSecurity:
+        """TLS/SASL of connections to the controllers' listener (Raft, registration,
+        heartbeats, forwarded requests)."""
+        if "controller" not in self._peer_security:
+            name = (self.config.controller_listener_names or [None])[0]
+            protocol = self.config.listener_security_protocol_map.get(name, "PLAINTEXT") \
+                if name else "PLAINTEXT"
+            self._peer_security["controller"] = peer_client_security(
+                self.config, name, protocol,
+                str(self.config.get("sasl.mechanism.controller.protocol")))
+        return self._peer_security["controller"]
+
+    def _scram_credentials(self) -> Any:
+        return self.metadata_cache.image.scram_credentials if self.metadata_cache else {}
 
     async def _join_cluster(self) -> None:
         """Register with the active controller and wait until it unfences this broker."""
@@ -575,8 +652,9 @@ class Broker:
         admin = AdminApis(node_id=self.node_id, config=self.config,
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
+        scram = ScramApis(cache, controller)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin, raft), FORWARDED)
+        self.apis.bind(forwarded_handler_table(admin, raft, scram), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -610,6 +688,7 @@ class Broker:
             transactions=TransactionApis(transactions, cache, replica_manager,
                                          self.group_coordinator,  # type: ignore[arg-type]
                                          int(self.config.get("request.timeout.ms"))),
+            scram=scram,
         )
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})

@@ -66,6 +66,12 @@ log = logging.getLogger("odradek.server.config")
 # Keys carrying per-listener overrides (`listener.name.internal.ssl.keystore.location`): stored
 # in `originals` and read by prefix, so they are never reported as unused.
 _PASS_THROUGH_PREFIXES = ("listener.name.",)
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: what a listener may reload without a restart.
+RECONFIGURABLE_SSL_CONFIGS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+})
 _ID_SYNONYMS = {"node.id": "broker.id", "broker.id": "node.id"}
 
 
@@ -138,7 +144,12 @@ class KafkaConfig:
 
     @staticmethod
     def is_dynamic(name: str) -> bool:
-        """Whether Kafka lets `name` change at runtime (per-broker or cluster-wide)."""
+        """Whether Kafka lets `name` change at runtime (per-broker or cluster-wide); a
+        listener's key and trust stores change with the listener prefix
+        (`listener.name.<listener>.ssl.keystore.location`, ...)."""
+        if name.startswith("listener.name."):
+            _listener, _dot, setting = name[len("listener.name."):].partition(".")
+            return setting in RECONFIGURABLE_SSL_CONFIGS
         definition = BROKER_CONFIGS.get(name)
         return definition is not None and definition.dynamic
 

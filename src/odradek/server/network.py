@@ -4,6 +4,11 @@ One asyncio Protocol per connection splits the byte stream into frames (sans-I/O
 and one worker task per connection handles them in arrival order, so responses leave in request
 order as Kafka clients require. Like Kafka's muted channels, a connection has one request in
 processing at a time; reading pauses when too many frames queue up.
+
+TLS listeners complete each handshake before the connection starts (`_TlsAcceptor`); file
+regions go through TLS in large chunks instead of sendfile. On SASL listeners the connection
+takes only the authentication requests until its `SaslSession` completes, then carries the
+principal on every request's context (see `server.authentication`).
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ from odradek.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
+from odradek.security.principal import certificate_principal
+from odradek.server.authentication import ListenerSecurity, SaslSession
 
 log = logging.getLogger("odradek.network")
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
 MAX_QUEUED_FRAMES = 64
 SENDFILE_COPY_CHUNK = 256 * 1024
+# Over TLS file regions are read and written in chunks this large (no sendfile through TLS).
+TLS_READ_CHUNK = 1024 * 1024
 WRITE_HIGH_WATER = 64 * 1024
 
 
@@ -73,7 +83,12 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.listener = listener
         self.transport: asyncio.Transport | None = None
-        self.frames = framing.FrameBuffer(server.max_request_size)
+        security = listener.security
+        # SASL listeners: the exchange's state; the principal once authenticated.
+        self.sasl = security.new_session() if security is not None else None
+        self.principal = "User:ANONYMOUS"
+        self.frames = framing.FrameBuffer(
+            security.max_receive_size if self.sasl is not None else server.max_request_size)
         self.queue: deque[Any] = deque()
         self.wakeup = asyncio.Event()
         self.writable = asyncio.Event()
@@ -109,6 +124,15 @@ class Connection(asyncio.Protocol):
             and self.server.sendfile_enabled
         )
         self.id = f"{self.listener.name}-{self.peer_host}:{self.peer_port}"
+        security = self.listener.security
+        if security is not None and security.security_protocol == "SSL":
+            try:
+                self.principal = certificate_principal(transport.get_extra_info("peercert"),
+                                                       security.principal_mapper)
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                log.info("closing %s: %s", self.id, exc)
+                self.close()
+                return
         self.server.connections.add(self)
         self.worker = asyncio.get_running_loop().create_task(self._run())
 
@@ -133,10 +157,11 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()  # type: ignore[union-attr]
 
     def eof_received(self) -> bool | None:
-        # Half-closed by the client: finish what was queued, then close.
+        # Half-closed by the client: finish what was queued, then close. (TLS has no half
+        # close: its transport closes whatever this returns.)
         self.queue.append(None)
         self.wakeup.set()
-        return True
+        return self.listener.ssl_context is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -187,6 +212,10 @@ class Connection(asyncio.Protocol):
 
     async def _handle(self, frame: Any) -> None:
         received = time.monotonic_ns()
+        if self.sasl is not None and self.sasl.raw_tokens and \
+                self.sasl.state == self.sasl.AUTHENTICATE:
+            await self._handle_raw_token(frame)
+            return
         try:
             header, request = framing.decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -204,7 +233,25 @@ class Connection(asyncio.Protocol):
             log.info("closing %s: malformed request: %s", self.id, exc)
             self.close()
             return
-        ctx = RequestContext(header, self, self.listener.name, received)
+        sasl = self.sasl
+        if sasl is not None and sasl.complete:
+            if sasl.expired():
+                log.info("closing %s: its SASL session expired (connections.max.reauth.ms) "
+                         "without re-authentication", self.id)
+                self.close()
+                return
+            if header.request_api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication():
+                log.debug("%s: re-authentication of %s begins", self.id, sasl.principal)
+        if sasl is not None and not sasl.complete:
+            if not sasl.accepts(header.request_api_key):
+                log.info("closing %s: unexpected request %d during SASL %s (state %s)", self.id,
+                         header.request_api_key, "handshake" if sasl.mechanism is None
+                         else "authentication", sasl.state)
+                self.close()
+                return
+            if header.request_api_key == API_VERSIONS_KEY:
+                sasl.on_api_versions()
+        ctx = RequestContext(header, self, self.listener.name, received, self.principal)
         try:
             response = self.server.dispatcher(ctx, request)
             if isinstance(response, Awaitable):
@@ -222,6 +269,32 @@ class Connection(asyncio.Protocol):
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
         self.server.record_latency(api_key, time.monotonic_ns() - received)
+        if sasl is not None:
+            self._after_sasl_step(sasl)
+
+    def _after_sasl_step(self, sasl: SaslSession) -> bool:
+        """After a response during authentication: close on failure (the answer is written
+        first, as Kafka sends it before closing), lift the pre-authentication frame limit on
+        success. False when the connection closes."""
+        if sasl.failed:
+            log.info("Failed authentication with %s (%s)", self.id, sasl.failure)
+            self.close()
+            return False
+        if sasl.complete and sasl.principal != self.principal:
+            self.principal = sasl.principal
+            self.frames.max_frame_size = self.server.max_request_size
+            log.debug("%s authenticated as %s (%s)", self.id, sasl.principal, sasl.mechanism)
+        return True
+
+    async def _handle_raw_token(self, frame: Any) -> None:
+        """A bare SASL token (after SaslHandshake v0), answered with a bare token; a failed
+        exchange just closes the connection (v0 has no way to say why)."""
+        sasl = self.sasl
+        assert sasl is not None
+        answer, _error = sasl.evaluate(bytes(frame))
+        if answer is not None:
+            await self._write(len(answer).to_bytes(4, "big") + answer)
+        self._after_sasl_step(sasl)
 
     async def _write(self, data: bytes) -> None:
         if self.closing:
@@ -244,7 +317,7 @@ class Connection(asyncio.Protocol):
         if length == 0:
             return
         if not self.sendfile_ok:
-            await self._write(region.read_bytes())
+            await self._copy_region(region)
             return
         file_fd = region.file.fileno()
         offset = region.position
@@ -269,6 +342,17 @@ class Connection(asyncio.Protocol):
             offset += len(chunk)
             await self._write(chunk)
 
+    async def _copy_region(self, region: Any) -> None:
+        """A file region through the transport (TLS): read and written in large chunks."""
+        file_fd = region.file.fileno()
+        offset, end = region.position, region.position + len(region)
+        while offset < end:
+            chunk = os.pread(file_fd, min(TLS_READ_CHUNK, end - offset), offset)
+            if not chunk:
+                raise ConnectionError("file region shorter than expected")
+            offset += len(chunk)
+            await self._write(chunk)
+
 
 @dataclass
 class ListenerConfig:
@@ -276,7 +360,12 @@ class ListenerConfig:
     host: str
     port: int
     security_protocol: str = "PLAINTEXT"
-    ssl_context: Any = None
+    # TLS context and SASL settings (None: plaintext without authentication)
+    security: ListenerSecurity | None = None
+
+    @property
+    def ssl_context(self) -> Any:
+        return self.security.ssl_context if self.security is not None else None
 
 
 @dataclass
@@ -288,6 +377,7 @@ class NetworkServer:
     max_request_size: int = 104857600
     idle_timeout_ms: int = 600000
     sendfile_enabled: bool = True
+    ssl_handshake_timeout_s: float = 60.0
     connections: set[Connection] = field(default_factory=set)
     servers: list[asyncio.base_events.Server] = field(default_factory=list)
     bound_ports: dict[str, int] = field(default_factory=dict)
@@ -297,11 +387,15 @@ class NetworkServer:
     async def start(self, listeners: list[ListenerConfig]) -> None:
         loop = asyncio.get_running_loop()
         for listener in listeners:
+            if listener.ssl_context is not None:
+                acceptor = _TlsAcceptor(self, listener)
+                self.servers.append(acceptor)  # type: ignore[arg-type]
+                self.bound_ports[listener.name] = acceptor.port
+                continue
             server = await loop.create_server(
                 lambda listener=listener: Connection(self, listener),
                 host=listener.host or None,
                 port=listener.port,
-                ssl=listener.ssl_context,
                 reuse_address=True,
                 backlog=1024,
             )
@@ -342,3 +436,75 @@ class NetworkServer:
             conn.close()
         for server in self.servers:
             await server.wait_closed()
+
+
+class _TlsAcceptor:
+    """A TLS listener: accepts connections and completes each one's handshake before its
+    `Connection` starts, so that a failed handshake is logged at INFO as Kafka logs it
+    ("Failed authentication with ... (SSL handshake failed)") rather than dropped silently
+    by the event loop's server."""
+
+    def __init__(self, server: NetworkServer, listener: ListenerConfig) -> None:
+        self.server = server
+        self.listener = listener
+        self.sock = _listening_socket(listener.host, listener.port)
+        self.port = self.sock.getsockname()[1]
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._task = asyncio.get_running_loop().create_task(self._accept())
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(self.sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # e.g. out of file descriptors: keep serving the others
+                log.warning("listener %s: accept failed: %s", self.listener.name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(conn, address))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: socket.socket, address: Any) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.connect_accepted_socket(
+                lambda: Connection(self.server, self.listener), conn,
+                ssl=self.listener.ssl_context,
+                ssl_handshake_timeout=self.server.ssl_handshake_timeout_s)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (OSError, TimeoutError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else (
+                str(exc) or type(exc).__name__)
+            peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else address
+            log.info("Failed authentication with %s-%s (SSL handshake failed: %s)",
+                     self.listener.name, peer, reason)
+            conn.close()
+
+    def close(self) -> None:
+        self._task.cancel()
+        for task in list(self._handshakes):
+            task.cancel()
+        self.sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(self._task, *self._handshakes, return_exceptions=True)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A non-blocking listening socket on `host` (every interface when empty)."""
+    if host:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family, backlog=1024)
+    elif socket.has_dualstack_ipv6():
+        sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=1024,
+                                    dualstack_ipv6=True)
+    else:
+        sock = socket.create_server(("", port), backlog=1024)
+    sock.setblocking(False)
+    return sock

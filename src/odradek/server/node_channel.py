@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 
 from odradek.client.connection import Connection
 from odradek.client.errors import KafkaConnectionError
+from odradek.client.security import ClientSecurity
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
 from odradek.raft.messages import API_VERSIONS
@@ -37,10 +38,12 @@ class NodeChannel:
     def __init__(self, node_id: int,
                  endpoints: Mapping[int, tuple[str, int]] | Callable[[int], tuple[str, int] | None],
                  *, request_timeout_ms: int, clock: Clock = SYSTEM_CLOCK,
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None, security: ClientSecurity | None = None) -> None:
         """`endpoints`: node id -> (host, port), or a function that looks one up (it may learn
-        new ones as it goes)."""
+        new ones as it goes). `security`: TLS and SASL of the listener the peers are reached
+        on (inter-broker or controller)."""
         self.node_id = node_id
+        self.security = security
         self.client_id = client_id or f"raft-client-{node_id}"
         if callable(endpoints):
             self.resolve = endpoints
@@ -85,7 +88,10 @@ class NodeChannel:
             connection = Connection(host, port, node_id=destination,
                                     client_id=self.client_id,
                                     request_timeout_ms=self.request_timeout_ms,
-                                    connect_timeout_ms=self.request_timeout_ms)
+                                    connect_timeout_ms=self.request_timeout_ms,
+                                    ssl_context=self.security.ssl_context if self.security
+                                    else None,
+                                    sasl=self.security.sasl if self.security else None)
             try:
                 await connection.connect()
             except Exception:

@@ -39,6 +39,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from odradek.client.security import ClientSecurity
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
@@ -64,6 +65,8 @@ class FetcherConfig:
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
     num_fetchers: int = 1  # num.replica.fetchers
+    # TLS/SASL of the inter-broker listener (None: plaintext)
+    security: ClientSecurity | None = None
 
 
 @dataclass(slots=True)
@@ -155,7 +158,8 @@ class ReplicaFetcher:
         self._channel = NodeChannel(
             manager.broker_id, manager.endpoint_of,
             request_timeout_ms=config.socket_timeout_ms + config.max_wait_ms,
-            client_id=f"broker-{manager.broker_id}-fetcher-{fetcher_id}")
+            client_id=f"broker-{manager.broker_id}-fetcher-{fetcher_id}",
+            security=config.security)
         self._wakeup = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{manager.broker_id}-{leader_id}-{fetcher_id}")

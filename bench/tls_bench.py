@@ -1,0 +1,169 @@
+"""TLS: produce and consume throughput over an SSL listener against a PLAINTEXT one of the same
+broker, with librdkafka (confluent-kafka) as the client (issue 18: Kafka loses 20-40% with TLS;
+the goal is to lose less).
+
+Run: `python -m bench tls` (writes docs/performance.md) or `python bench/tls_bench.py [--quick]`
+(prints the section only). Needs the `cryptography` package (test extra) for the throwaway CA.
+
+One Odradek broker runs as a child process on loopback with a PLAINTEXT and an SSL listener
+(EC P-256 certificate, TLS 1.3, no client certificate). Per round, the same N x 1 KiB keyless
+records go to a topic of their own through each listener (6 partitions, acks=1, linger.ms=5),
+timed from the first send until `flush()` returns; then a consumer reads each topic by
+assignment of every partition from the beginning, timed from its first records until it has
+N. The two listeners run in alternating order per round and ratios are taken within a round.
+Plaintext fetches are sent with sendfile; TLS ones are read and written in 1 MiB chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # BrokerProcess: a broker on random local ports
+sys.path.insert(0, str(ROOT))  # tools.secure_example: the throwaway CA
+
+import confluent_kafka
+from broker_process import BrokerProcess, free_port
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tools.secure_example import CertificateAuthority
+
+NAME = "tls"
+PARTITIONS = 6
+RECORD_SIZE = 1024
+PRODUCER = {"acks": "1", "linger.ms": 5}
+
+
+def _create(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(30)
+
+
+def produce(settings: dict, topic: str, n: int) -> float:
+    producer = confluent_kafka.Producer({**settings, **PRODUCER})
+    failures: list = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    value = b"x" * RECORD_SIZE
+    started = time.perf_counter()
+    sent = 0
+    while sent < n:
+        try:
+            producer.produce(topic, value, on_delivery=delivered)
+            sent += 1
+        except BufferError:  # local queue full: serve delivery reports, as apps do
+            producer.poll(0.01)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    assert remaining == 0 and not failures, f"{remaining} left, {failures[:3]}"
+    return elapsed
+
+
+def consume(settings: dict, topic: str, n: int) -> float:
+    consumer = confluent_kafka.Consumer({
+        **settings, "group.id": "bench-unused", "enable.auto.commit": False,
+        "enable.partition.eof": False, "fetch.queue.backoff.ms": 0})
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(PARTITIONS)])
+    count, started = 0, None
+    deadline = time.monotonic() + 120
+    while count < n and time.monotonic() < deadline:
+        messages = consumer.consume(num_messages=10_000, timeout=1.0)
+        if started is None and messages:
+            started = time.perf_counter()
+        count += sum(1 for message in messages if message.error() is None)
+    elapsed = time.perf_counter() - started if started is not None else float("inf")
+    consumer.close()
+    assert count == n, f"consumed {count} of {n}"
+    return elapsed
+
+
+def run(quick: bool = False, records: int | None = None) -> str:
+    n = records or (50_000 if quick else 200_000)
+    rounds = 2 if quick else 3
+    rows: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-tls-") as tmp:
+        ca = CertificateAuthority(Path(tmp) / "ca")
+        cert = ca.issue("localhost", server=True)
+        plain, ssl_port, controller = free_port(), free_port(), free_port()
+        broker = BrokerProcess(Path(tmp), {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port},"
+                         f"CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(cert.combined_path),
+        })
+        broker.port, broker.controller_port = plain, controller
+        broker.start()
+        sides = {
+            "plaintext": {"bootstrap.servers": f"127.0.0.1:{plain}"},
+            "tls": {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                    "ssl.ca.location": str(ca.cert_path)},
+        }
+        try:
+            for round_ in range(rounds):
+                order = ["plaintext", "tls"] if round_ % 2 == 0 else ["tls", "plaintext"]
+                row: dict[str, float] = {}
+                for side in order:
+                    topic = f"{side}-{round_}"
+                    _create(broker.bootstrap, topic)
+                    row[f"{side}_produce"] = n * RECORD_SIZE / produce(sides[side], topic, n) / 1e6
+                for side in order:
+                    row[f"{side}_consume"] = n * RECORD_SIZE / consume(
+                        sides[side], f"{side}-{round_}", n) / 1e6
+                rows.append(row)
+                print(f"round {round_}: " + ", ".join(f"{k} {v:,.1f} MB/s"
+                                                      for k, v in row.items()), flush=True)
+        finally:
+            broker.stop()
+
+    def per_round(key: str) -> str:
+        return ", ".join(f"{r[key]:,.1f}" for r in rows)
+
+    def ratios(kind: str) -> list[float]:
+        return [r[f"tls_{kind}"] / r[f"plaintext_{kind}"] for r in rows]
+
+    produce_ratios, consume_ratios = ratios("produce"), ratios("consume")
+    return "\n".join([
+        "## TLS",
+        "",
+        (f"`python -m bench tls`{' --quick' if quick else ''}: {n:,} records of {RECORD_SIZE} B "
+        f"per listener and round, {PARTITIONS} partitions, one broker with a PLAINTEXT and an "
+        "SSL listener (TLS 1.3, EC P-256), confluent-kafka (librdkafka) producing (acks=1, "
+        "linger.ms=5) and consuming. MB/s per round; ratios within a round (method in "
+        "`bench/tls_bench.py`)."),
+        "",
+        "| path | MB/s per round | TLS / plaintext per round | median | goal |",
+        "|---|---|---|---|---|",
+        f"| produce, plaintext | {per_round('plaintext_produce')} | | | |",
+        (f"| produce, TLS | {per_round('tls_produce')} | "
+        f"{', '.join(f'{x:.2f}' for x in produce_ratios)} | "
+        f"{statistics.median(produce_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |"),
+        f"| consume, plaintext (sendfile) | {per_round('plaintext_consume')} | | | |",
+        (f"| consume, TLS (1 MiB reads) | {per_round('tls_consume')} | "
+        f"{', '.join(f'{x:.2f}' for x in consume_ratios)} | "
+        f"{statistics.median(consume_ratios):.2f} | > 0.8 (Kafka: 0.6-0.8) |"),
+        "",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--records", type=int)
+    args = parser.parse_args()
+    print(run(args.quick, args.records))
+
+
+if __name__ == "__main__":
+    main()
