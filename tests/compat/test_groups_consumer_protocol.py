@@ -101,12 +101,16 @@ def test_consumer_protocol_join_leave_commit_resume(broker):
     resumed.start()
     try:
         wait_for(lambda: len(resumed.values) >= 12, 60, "the records after the commits")
-        committed = resumed.consumer.committed([TopicPartition(topic, p) for p in range(6)],
-                                               timeout=10)
-        assert sorted(tp.offset for tp in committed) == [12] * 6
     finally:
         _stop([resumed])
     assert sorted(int(v) for v in resumed.values) == list(range(60, 72))
+    # The group's committed offsets, read by a client outside the group (OffsetFetch).
+    checker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = checker.committed([TopicPartition(topic, p) for p in range(6)], timeout=10)
+    finally:
+        checker.close()
+    assert sorted(tp.offset for tp in committed) == [12] * 6
 
 
 def test_leave_stabilises_faster_than_classic(broker):
