@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from broker_process import BrokerProcess, wait_until
+from broker_process import BrokerProcess, log_bytes, wait_until
 
 from odradek.protocol.records import Compression, RecordBatchBuilder
 from odradek.storage import Log, LogConfig
@@ -110,16 +110,6 @@ def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compress
              f"/ {records // 10:,} "
             f"keys ({size / MIB:.0f} MiB) | {append_rate:.1f} MB/s | {clean_rate:.1f} MB/s | "
             f"**{clean_rate / append_rate:.2f}x** (goal >= 0.5x) | {details[-1]} |")]
-
-
-def log_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.glob("*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:  # swapped by the cleaner meanwhile
-            pass
-    return total
 
 
 def produce_rate(broker: BrokerProcess, topic: str, records: int, policy: str) -> float:

@@ -140,3 +140,15 @@ class BrokerProcess:
         else:
             self.kill()
         return self.start()
+
+
+def log_bytes(directory: Path) -> int:
+    """Bytes of a partition directory's segment files, read while a broker may be swapping
+    them (its log cleaner renames segments under the reader)."""
+    total = 0
+    for path in directory.glob("*.log"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:  # swapped by the cleaner meanwhile
+            pass
+    return total

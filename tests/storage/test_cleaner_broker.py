@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, wait_until
+from broker_process import BrokerProcess, log_bytes, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -21,16 +21,6 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-
-
-def log_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.glob("*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:  # swapped by the cleaner meanwhile
-            pass
-    return total
 
 
 @pytest.fixture

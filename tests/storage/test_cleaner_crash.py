@@ -28,7 +28,7 @@ import pytest
 from storage_helpers import check_log_consistency
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, wait_until
+from broker_process import BrokerProcess, log_bytes, wait_until
 
 from odradek.protocol.records import decode_records, iter_batches
 from odradek.storage import Log, LogConfig
@@ -131,16 +131,6 @@ def check_copy(partition_dir: Path, scratch: Path, writes: Writes, where: str) -
         return log.size_in_bytes
     finally:
         log.close()
-
-
-def log_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.glob("*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:  # swapped by the cleaner meanwhile
-            pass
-    return total
 
 
 def step_at_kill(broker_log: Path, offset: int) -> str:

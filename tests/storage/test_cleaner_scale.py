@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, wait_until
+from broker_process import BrokerProcess, log_bytes, wait_until
 
 from odradek.protocol.records import Compression, iter_batches
 from odradek.storage.checkpoint import OffsetCheckpointFile
@@ -44,16 +44,6 @@ SEGMENT_BYTES = 1 << 20
 DELETE_RETENTION_MS = 2000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 FILLER = b"filler"  # the one key written to roll the active segment (never cleaned) away
-
-
-def log_bytes(directory: Path) -> int:
-    total = 0
-    for path in directory.glob("*.log"):
-        try:
-            total += path.stat().st_size
-        except FileNotFoundError:  # swapped by the cleaner meanwhile
-            pass
-    return total
 
 
 def active_base(directory: Path) -> int:
