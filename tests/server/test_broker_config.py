@@ -156,7 +156,7 @@ class TestDefaults:
             "log.message.timestamp.type": "CreateTime", "log.segment.delete.delay.ms": 60000,
             "compression.type": "producer", "replica.lag.time.max.ms": 30000,
             "unclean.leader.election.enable": False, "auto.leader.rebalance.enable": True,
-            "group.coordinator.rebalance.protocols": ["classic"],
+            "group.coordinator.rebalance.protocols": ["classic", "consumer"],  # Kafka 4.0
             "metadata.log.segment.bytes": 1073741824, "metadata.max.retention.ms": 604800000,
             "max.connections": 2**31 - 1, "log.flush.interval.ms": None,
             "log.flush.scheduler.interval.ms": 2**63 - 1, "broker.rack": None,
