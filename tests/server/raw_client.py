@@ -58,6 +58,18 @@ class RawClient:
         except TimeoutError:
             return False
 
+    def no_answer_within(self, seconds: float) -> bool:
+        """Whether nothing arrives on this connection for `seconds` (a request held in the
+        broker: a delayed produce, a long poll); the connection stays usable."""
+        self.sock.settimeout(seconds)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+            return False
+        except TimeoutError:
+            return True
+        finally:
+            self.sock.settimeout(30)
+
     # -- typed helpers
     def create_topic(self, name: str, partitions: int = 1) -> None:
         resp = self.call(19, 7, m.CreateTopicsRequest(timeout_ms=10000, topics=[

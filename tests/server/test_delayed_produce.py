@@ -4,7 +4,6 @@ that has fetched nothing, then moves it the way a follower's fetch would."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -49,17 +48,6 @@ def _follower_fetched(broker: InProcessBroker, topic: str, offset: int) -> int:
     return broker.call(fetched_up_to)
 
 
-def _no_answer_within(client: RawClient, seconds: float) -> bool:
-    client.sock.settimeout(seconds)
-    try:
-        client.sock.recv(1, socket.MSG_PEEK)
-        return False
-    except TimeoutError:
-        return True
-    finally:
-        client.sock.settimeout(30)
-
-
 def _batch(*values: bytes) -> bytes:
     return build_batch([(int(time.time() * 1000), None, v) for v in values])
 
@@ -71,7 +59,7 @@ def test_acks_all_answers_only_when_the_high_watermark_passes_the_batch(broker):
     with RawClient(broker.host, broker.port) as waiting, \
             RawClient(broker.host, broker.port) as other:
         corr = waiting.send(0, 9, produce_request(TOPIC, 0, _batch(b"a", b"b", b"c"), acks=-1))
-        assert _no_answer_within(waiting, 0.5), "acks=all was answered before the commit"
+        assert waiting.no_answer_within(0.5), "acks=all was answered before the commit"
         # Appended but not committed: consumers do not see it, the high watermark is 0.
         fetch = other.call(1, 12, fetch_request({(TOPIC, 0): 0}))
         part = fetch.responses[0].partitions[0]
@@ -82,7 +70,7 @@ def test_acks_all_answers_only_when_the_high_watermark_passes_the_batch(broker):
         # The follower catches up to offset 2 (not past the batch's last offset 2): still no
         # answer; then past it: answered with the batch's offset.
         assert _follower_fetched(broker, TOPIC, 2) == 2
-        assert _no_answer_within(waiting, 0.3)
+        assert waiting.no_answer_within(0.3)
         assert _follower_fetched(broker, TOPIC, 3) == 3
         got, response = waiting.receive(0, 9)
         assert got == corr

@@ -7,7 +7,6 @@ test covers the storage and fetch paths alone."""
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
@@ -63,17 +62,6 @@ def fetch(client: RawClient, offset: int, isolation: int, max_wait_ms: int = 0,
     return client.call(1, FETCH_VERSION, request).responses[0].partitions[0]
 
 
-def no_answer_within(client: RawClient, seconds: float) -> bool:
-    client.sock.settimeout(seconds)
-    try:
-        client.sock.recv(1, socket.MSG_PEEK)
-        return False
-    except TimeoutError:
-        return True
-    finally:
-        client.sock.settimeout(30)
-
-
 def test_read_committed_fetch_returns_aborted_transactions(broker):
     assert append(broker, data(A, 0)) == 0  # A: 0-1
     assert append(broker, data(B, 0, 3)) == 2  # B: 2-4
@@ -109,7 +97,7 @@ def test_a_read_committed_long_poll_wakes_when_a_marker_moves_the_lso(broker):
         started = time.monotonic()
         correlation = fetch(client, 0, READ_COMMITTED, max_wait_ms=20_000, correlation=True)
         # Data below the high watermark but above the LSO does not answer the poll.
-        assert no_answer_within(client, 0.5)
+        assert client.no_answer_within(0.5)
         append(broker, marker(A, commit=True), AppendOrigin.COORDINATOR)
         got, response = client.receive(1, FETCH_VERSION)
         assert got == correlation
