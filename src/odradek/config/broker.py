@@ -403,6 +403,23 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Secret encoding dynamically configured passwords."),
 ]
 
+# Odradek's own keys (no Kafka equivalent): diagnostics of the event loop every request
+# shares (server/loop_monitor.py, server/request_metrics.py).
+_ODRADEK_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode,
+                           str]] = [
+    ("event.loop.stall.warn.ms", _L, 500, at_least(0), _LOW, _RO,
+     "Odradek only: an event-loop stall or garbage collection longer than this is logged at "
+     "WARN with the code the loop was in (0: not watched). Every request waits while the "
+     "loop is held, so these are what a tail latency is made of."),
+    ("event.loop.fsync.check", _B, False, None, _LOW, _RO,
+     "Odradek only, a diagnostic: log at WARN every fsync made on the event loop's thread "
+     "(where it delays every request), with its stack."),
+    ("request.slow.log.ms", _L, 0, at_least(0), _LOW, _RO,
+     "Odradek only: a request whose time not spent waiting on purpose (queue + local + "
+     "response send; a long poll's or acks=all's wait excluded) exceeds this is logged at "
+     "INFO with its split, on logger odradek.request.slow (0: off)."),
+]
+
 # Log configs whose broker key is not their topic key's first synonym are read-only in Kafka
 # (e.g. log.retention.hours); those given in hours/minutes are INTs with their own range.
 _SCALED_SYNONYM_VALIDATORS: dict[str, Validator | None] = {
@@ -451,5 +468,6 @@ def _log_configs_from_topic_table() -> list[ConfigDef]:
 
 BROKER_CONFIGS: dict[str, ConfigDef] = dict(sorted(table(
     [ConfigDef(name, ctype, default, validator, importance, mode, doc)
-     for name, ctype, default, validator, importance, mode, doc in _BROKER_TABLE]
+     for name, ctype, default, validator, importance, mode, doc in
+     _BROKER_TABLE + _ODRADEK_TABLE]
     + _log_configs_from_topic_table()).items()))

@@ -30,8 +30,10 @@ from odradek.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
+from odradek.request_timing import CURRENT_REQUEST, RequestTiming
 from odradek.security.principal import certificate_principal
 from odradek.server.authentication import ListenerSecurity, SaslSession
+from odradek.server.request_metrics import RequestMetrics
 
 log = logging.getLogger("odradek.network")
 
@@ -138,10 +140,11 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        arrived = time.monotonic_ns()
         try:
             self.frames.feed(data)
             while (frame := self.frames.next_frame()) is not None:
-                self.queue.append(frame)
+                self.queue.append((frame, arrived))
         except FrameTooLargeError as exc:
             log.warning("closing %s: %s", self.id, exc)
             self.close()
@@ -189,8 +192,8 @@ class Connection(asyncio.Protocol):
                     self.wakeup.clear()
                     await self.wakeup.wait()
                     continue
-                frame = self.queue.popleft()
-                if frame is None:
+                item = self.queue.popleft()
+                if item is None:
                     self.close()
                     return
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
@@ -198,7 +201,7 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()  # type: ignore[union-attr]
                 self.handling = True
                 try:
-                    await self._handle(frame)
+                    await self._handle(*item)
                 finally:
                     self.handling = False
                 self.last_active = time.monotonic()
@@ -210,7 +213,7 @@ class Connection(asyncio.Protocol):
             log.exception("unexpected error on connection %s; closing it", self.id)
             self.close()
 
-    async def _handle(self, frame: Any) -> None:
+    async def _handle(self, frame: Any, arrived_ns: int) -> None:
         received = time.monotonic_ns()
         if self.sasl is not None and self.sasl.raw_tokens and \
                 self.sasl.state == self.sasl.AUTHENTICATE:
@@ -252,6 +255,8 @@ class Connection(asyncio.Protocol):
             if header.request_api_key == API_VERSIONS_KEY:
                 sasl.on_api_versions()
         ctx = RequestContext(header, self, self.listener.name, received, self.principal)
+        timing = RequestTiming(arrived_ns, received)
+        CURRENT_REQUEST.set(timing)  # this connection's task: remote waits add to it
         try:
             response = self.server.dispatcher(ctx, request)
             if isinstance(response, Awaitable):
@@ -263,12 +268,14 @@ class Connection(asyncio.Protocol):
         if response is None or self.closing:
             return
         api_key, version = header.request_api_key, header.request_api_version
+        local_done = time.monotonic_ns()
         if response.HAS_RECORDS:  # fetch: records may be file regions to sendfile
             chunks = framing.encode_response_chunks(api_key, version, header.correlation_id, response)
             await self._write_chunks(chunks)
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
-        self.server.record_latency(api_key, time.monotonic_ns() - received)
+        self.server.request_metrics.record(api_key, version, timing, local_done, self.id,
+                                           header.client_id)
         if sasl is not None:
             self._after_sasl_step(sasl)
 
@@ -381,7 +388,7 @@ class NetworkServer:
     connections: set[Connection] = field(default_factory=set)
     servers: list[asyncio.base_events.Server] = field(default_factory=list)
     bound_ports: dict[str, int] = field(default_factory=dict)
-    latency_observer: Callable[[int, int], None] | None = None
+    request_metrics: RequestMetrics = field(default_factory=RequestMetrics)
     _reaper: asyncio.Task | None = None
 
     async def start(self, listeners: list[ListenerConfig]) -> None:
@@ -403,10 +410,6 @@ class NetworkServer:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         if self._reaper is None:  # listeners may open in steps (a node's controller first)
             self._reaper = loop.create_task(self._reap_idle())
-
-    def record_latency(self, api_key: int, nanos: int) -> None:
-        if self.latency_observer is not None:
-            self.latency_observer(api_key, nanos)
 
     async def _reap_idle(self) -> None:
         idle_s = self.idle_timeout_ms / 1000
