@@ -570,6 +570,22 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def check_offset_fetch(self, group: Group, member_id: str | None,
+                           member_epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch: a request naming no member (an admin
+        client, OffsetFetch before v9) is served; a member must exist and be in its epoch.
+        An empty member id with a negative epoch counts as none (as a null one)."""
+        cg = group.consumer
+        assert cg is not None
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.NONE
+        member = cg.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     # ------------------------------------------------------------------------------ describe
 
     def describe(self, group_ids: Iterable[str]) -> list[DescribedGroup]:

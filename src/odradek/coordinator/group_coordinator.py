@@ -957,16 +957,22 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-                      require_stable: bool = False,
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1,
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """The committed offsets of `partitions` (None: all the group has); None for a
         partition without one. With `require_stable` (OffsetFetch v7+), None too for a
         partition with offsets still being written or in an open transaction, which
-        `unstable_partitions` names (it answers UNSTABLE_OFFSET_COMMIT)."""
+        `unstable_partitions` names (it answers UNSTABLE_OFFSET_COMMIT). A consumer-protocol
+        member (OffsetFetch v9+: `member_id`, `member_epoch`) must be in its current epoch."""
         error = self._check(group_id, allow_empty_id=True)
         if error != ErrorCode.NONE:
             return error, {}
         group = self.manager.get_group(group_id)
+        if group is not None and group.consumer is not None:
+            error = self.consumer_groups.check_offset_fetch(group, member_id, member_epoch)
+            if error != ErrorCode.NONE:
+                return error, {}
         offsets = group.offsets if group is not None and group.state != GroupState.DEAD else {}
         wanted = list(offsets) if partitions is None else list(partitions)
         unstable = self.unstable_partitions(group_id, wanted) if require_stable else set()

@@ -278,8 +278,10 @@ class GroupApis:
         if version >= 8:
             groups_out = []
             for group in req.groups:
-                error, offsets, unstable = self._fetch(group.group_id, _requested(group.topics),
-                                                       req.require_stable)
+                error, offsets, unstable = self._fetch(
+                    group.group_id, _requested(group.topics), req.require_stable,
+                    group.member_id if version >= 9 else None,
+                    group.member_epoch if version >= 9 else -1)
                 groups_out.append(R.OffsetFetchResponseGroup(
                     group_id=group.group_id, error_code=error,
                     topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
@@ -317,13 +319,14 @@ class GroupApis:
         )
 
     def _fetch(self, group_id: str, requested: list[TopicPartition] | None,
-               require_stable: bool,
+               require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
                ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
                           set[TopicPartition]]:
         """The group's offsets for OffsetFetch, and the partitions that answer
         UNSTABLE_OFFSET_COMMIT when the request requires stable offsets."""
         coordinator = self.coordinator
-        error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable)
+        error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable,
+                                                   member_id, member_epoch)
         if error != ErrorCode.NONE or not require_stable:
             return error, offsets, set()
         return error, offsets, coordinator.unstable_partitions(group_id, offsets)
