@@ -16,7 +16,7 @@ from group_members import create_topic, produce_spread, wait_for
 
 from odradek.client import Connection, Consumer, ConsumerRebalanceListener
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ class OdradekMember(threading.Thread):
                     self.values.extend(int(r.value) for r in records)
                     try:
                         self.consumer.commit()
-                    except Exception as exc:  # a commit racing a revocation is redelivered
+                    except KafkaError as exc:  # a commit racing a revocation: redelivered
                         self.errors.append(repr(exc))
                 self.owned = {tp.partition for tp in self.consumer.assignment()}
         finally:
