@@ -6,17 +6,21 @@ Kafka's errors and the group unchanged (ConsumerGroupDescribe)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 
 import pytest
 from broker_process import BrokerProcess
-from confluent_kafka import Consumer as LibrdkafkaConsumer
-from group_members import create_topic, produce_spread, wait_for
+from group_members import (
+    LibrdkafkaMember,
+    OdradekMember,
+    create_topic,
+    produce_spread,
+    wait_for,
+)
 
-from odradek.client import Connection, Consumer, ConsumerRebalanceListener
+from odradek.client import Connection
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
 
 @pytest.fixture(scope="module")
@@ -28,80 +32,6 @@ def broker(tmp_path_factory):
                                       "group.consumer.heartbeat.interval.ms": "500"}).start()
     yield broker
     broker.stop()
-
-
-class Recorder(ConsumerRebalanceListener):
-    def __init__(self) -> None:
-        self.revoked: list[set[int]] = []
-        self.assigned: list[set[int]] = []
-        self.lost: list[set[int]] = []
-
-    def on_partitions_revoked(self, partitions):
-        self.revoked.append({tp.partition for tp in partitions})
-
-    def on_partitions_assigned(self, partitions):
-        self.assigned.append({tp.partition for tp in partitions})
-
-    def on_partitions_lost(self, partitions):
-        self.lost.append({tp.partition for tp in partitions})
-
-
-class OdradekMember(threading.Thread):
-    """Odradek's consumer (group.protocol=consumer) polling in its own thread; it commits what
-    it polled after every poll."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, **config) -> None:
-        super().__init__(daemon=True)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": False, **config})
-        self.topic = topic
-        self.listener = Recorder()
-        self.owned: set[int] = set()
-        self.values: list[int] = []
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-
-    def run(self) -> None:
-        self.consumer.subscribe([self.topic], listener=self.listener)
-        try:
-            while not self.stop.is_set():
-                records = self.consumer.poll(50)
-                if records:
-                    self.values.extend(int(r.value) for r in records)
-                    try:
-                        self.consumer.commit()
-                    except KafkaError as exc:  # a commit racing a revocation: redelivered
-                        self.errors.append(repr(exc))
-                self.owned = {tp.partition for tp in self.consumer.assignment()}
-        finally:
-            self.consumer.close()
-
-
-class LibrdkafkaMember(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.consumer = LibrdkafkaConsumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        self.topic = topic
-        self.owned: set[int] = set()
-        self.values: list[int] = []
-        self.revoked: list[set[int]] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        def on_revoke(_consumer, partitions):
-            self.revoked.append({p.partition for p in partitions})
-
-        self.consumer.subscribe([self.topic], on_revoke=on_revoke)
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.05)
-            if message is not None and message.error() is None:
-                self.values.append(int(message.value()))
-                self.consumer.commit(message, asynchronous=False)
-            self.owned = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
 
 
 def _balanced(members, per_member: int, partitions: int) -> bool:
@@ -160,6 +90,45 @@ def test_odradek_and_librdkafka_consumer_protocol_members_share_a_group(broker):
     finally:
         _stop([resumed])
     assert sorted(resumed.values) == list(range(60, 72))
+
+
+async def _describe(broker, group: str):
+    connection = await Connection.open(broker.host, broker.port, client_id="describe")
+    try:
+        response = await connection.send(m.ConsumerGroupDescribeRequest(group_ids=[group]))
+        return response.groups[0]
+    finally:
+        await connection.close()
+
+
+def test_classic_and_consumer_protocol_members_coexist(broker):
+    """A classic librdkafka member's group is upgraded online when a consumer-protocol member
+    joins; both consume their share; when the consumer-protocol member leaves the group is a
+    classic group again and the classic member takes everything."""
+    topic, group = create_topic(broker.bootstrap, 6), f"mixed-{uuid.uuid4().hex[:6]}"
+    produce_spread(broker.bootstrap, topic, 6, 0, 60)
+    classic = LibrdkafkaMember(broker.bootstrap, group, topic, protocol="classic")
+    classic.start()
+    modern = None
+    try:
+        wait_for(lambda: len(classic.owned) == 6, 60, "the classic member owns all six")
+        modern = OdradekMember(broker.bootstrap, group, topic)
+        modern.start()
+        wait_for(lambda: _balanced([classic, modern], 3, 6), 60, "three partitions each")
+        described = asyncio.run(_describe(broker, group))
+        assert described.error_code == ErrorCode.NONE
+        assert sorted(mm.member_type for mm in described.members) == [0, 1]  # classic, consumer
+        wait_for(lambda: set(classic.values) | set(modern.values) == set(range(60)), 60,
+                 "every record")
+        modern.stop.set()
+        modern.join(30)
+        wait_for(lambda: len(classic.owned) == 6, 60, "the classic member owns all six again")
+        described = asyncio.run(_describe(broker, group))
+        assert described.error_code == ErrorCode.GROUP_ID_NOT_FOUND  # a classic group again
+        produce_spread(broker.bootstrap, topic, 6, 60, 6)
+        wait_for(lambda: set(range(60, 66)) <= set(classic.values), 60, "the new records")
+    finally:
+        _stop([member for member in (classic, modern) if member is not None])
 
 
 # ------------------------------------------------------------------------------------------
