@@ -241,6 +241,16 @@ def test_offset_commit_with_member_epoch(tmp_path):
                                 generation=joined.member_epoch)
             assert set(ok.values()) == {ErrorCode.NONE}
             assert h.committed("g") == {("t", 0): 5}
+            # OffsetFetch v9+ names the member: its current epoch only (Kafka's
+            # validateOffsetFetch); a request naming no member (admin) is served.
+            fetch = h.coordinator.fetch_offsets
+            assert fetch("g", None, member_id="a", member_epoch=joined.member_epoch)[0] == \
+                ErrorCode.NONE
+            assert fetch("g", None, member_id="a", member_epoch=joined.member_epoch + 1)[0] == \
+                ErrorCode.STALE_MEMBER_EPOCH
+            assert fetch("g", None, member_id="nobody", member_epoch=1)[0] == \
+                ErrorCode.UNKNOWN_MEMBER_ID
+            assert fetch("g", None, member_id=None, member_epoch=-1)[0] == ErrorCode.NONE
             _, groups = h.coordinator.list_groups()
             assert [(g.group_id, g.group_type, g.state) for g in groups] == \
                 [("g", "consumer", "Stable")]
