@@ -85,6 +85,10 @@ class ConsumerGroupMembership(ConsumerCoordinator):
         self._ack_pending = False
         #: the pattern's topics are resolved again for the next heartbeat
         self._resolve_pattern = True
+        #: what the last heartbeat said (None: the next one says everything)
+        self._last_sent: dict[str, Any] | None = None
+        #: whether on_partitions_assigned ran since the member (re)joined
+        self._assigned_since_join = False
 
     @property
     def stable(self) -> bool:
@@ -157,19 +161,31 @@ class ConsumerGroupMembership(ConsumerCoordinator):
             (time.monotonic() - self.last_poll) * 1000 > self.rebalance_timeout_ms
 
     def _heartbeat_request(self) -> m.ConsumerGroupHeartbeatRequest:
+        """The next heartbeat. As Kafka's client, only what changed since the last one is sent
+        (null: unchanged); a join, or the first heartbeat after an error, sends everything."""
         R = m.ConsumerGroupHeartbeatRequest
         joining = self.member_epoch == JOIN_EPOCH
+        full = joining or self._last_sent is None
+        last = self._last_sent or {}
+        names = sorted(set(self.subscribed_topics if self.pattern is not None else self.topics))
         owned = _by_topic_id(self.subscriptions.assignment, self.cluster)
-        return R(
+        sent = {"names": names, "owned": owned, "assignor": self.remote_assignor}
+
+        def changed(key: str) -> bool:
+            return full or last.get(key) != sent[key]
+
+        request = R(
             group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-            instance_id=self.group_instance_id, rack_id=self.rack_id or None,
-            rebalance_timeout_ms=self.rebalance_timeout_ms,
-            subscribed_topic_names=list(self.subscribed_topics if self.pattern is not None
-                                        else self.topics),
-            server_assignor=self.remote_assignor,
-            topic_partitions=[] if joining else [
+            instance_id=self.group_instance_id if full else None,
+            rack_id=(self.rack_id or None) if full else None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
+            subscribed_topic_names=names if changed("names") else None,
+            server_assignor=self.remote_assignor if changed("assignor") else None,
+            topic_partitions=None if not changed("owned") else [] if joining else [
                 R.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
                 for topic_id, parts in sorted(owned.items(), key=lambda item: str(item[0]))])
+        self._last_sent = sent
+        return request
 
     async def _heartbeat_once(self) -> ErrorCode | None:
         """One heartbeat and what its answer asks; returns the error (None: none)."""
@@ -187,10 +203,13 @@ class ConsumerGroupMembership(ConsumerCoordinator):
             response = await self._send(request, deadline)
             error = ErrorCode.from_code(response.error_code)
         except KafkaConnectionError:
+            self._last_sent = None
             return ErrorCode.NETWORK_EXCEPTION
         except KafkaError as exc:
             error = exc.code
             response = None
+        if error != ErrorCode.NONE:
+            self._last_sent = None  # the next heartbeat is a full one
         if self._closed or not self.subscribed:
             return None
         if error == ErrorCode.NONE:
@@ -252,7 +271,11 @@ class ConsumerGroupMembership(ConsumerCoordinator):
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
         if len(names) == len(target):
             self._target = None
-        await self._invoke_listener("on_partitions_assigned", added)
+        if added or revoked or not self._assigned_since_join:
+            # Kafka calls it after each reconciliation, and once after a join even when
+            # nothing is assigned; not for a heartbeat that confirms the same assignment.
+            self._assigned_since_join = True
+            await self._invoke_listener("on_partitions_assigned", added)
         self._wake()
 
     async def _topic_names(self, target: Mapping[uuid.UUID, frozenset[int]]
@@ -273,6 +296,7 @@ class ConsumerGroupMembership(ConsumerCoordinator):
         owned = self.subscriptions.assignment
         self._set_epoch(JOIN_EPOCH)
         self._target = None
+        self._assigned_since_join = False
         if owned:
             await self._invoke_listener("on_partitions_lost", owned)
         self._drop_partitions(self.subscriptions.assign_from_group([]))
@@ -310,6 +334,7 @@ class ConsumerGroupMembership(ConsumerCoordinator):
         except KafkaError as error:
             log.info("group %s: leaving failed: %s", self.group_id, error)
         self._set_epoch(JOIN_EPOCH)
+        self._assigned_since_join = False
 
     async def leave_group(self, reason: str) -> None:
         await self._send_leave(reason)
