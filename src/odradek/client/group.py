@@ -170,6 +170,7 @@ class ConsumerCoordinator:
         self.last_poll = time.monotonic()
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
         self._auto_commit_task: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     @property
@@ -201,7 +202,8 @@ class ConsumerCoordinator:
         else:
             raise_for(response.error_code, response.error_message)
             node = Node(response.node_id, response.host, response.port)
-        self._connection = await self.cluster.connect_to((node.host, node.port), deadline)
+        self._discard_connection()
+        self._connection = await self.cluster.open_dedicated((node.host, node.port), deadline)
         if node != self.coordinator:
             log.info("group %s: discovered coordinator %s:%d (id %d)", self.group_id,
                      node.host, node.port, node.id)
@@ -214,7 +216,15 @@ class ConsumerCoordinator:
                      "it up again", self.group_id, self.coordinator.host, self.coordinator.port,
                      reason)
         self.coordinator = None
-        self._connection = None
+        self._discard_connection()
+
+    def _discard_connection(self) -> None:
+        """Closes the coordinator's own connection (see `Cluster.open_dedicated`)."""
+        connection, self._connection = self._connection, None
+        if connection is not None and not connection.closed:
+            task = asyncio.get_running_loop().create_task(connection.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def _send(self, request: m.Message, deadline: Deadline, *,
                     timeout_ms: float | None = None, min_version: int | None = None) -> Any:
@@ -764,6 +774,10 @@ class ConsumerCoordinator:
                 if task is not self._auto_commit_task:
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                await connection.close()
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class GroupOffsetStore:
