@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from odradek.coordinator import OffsetAndMetadata, TopicPartition
 from odradek.coordinator.group import decode_consumer_protocol
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
@@ -77,6 +78,14 @@ def test_upgrade_mixed_group_and_downgrade_survive_reloads(tmp_path):
             ok = await h.commit("g", {("t", min(kept)): 3}, member_id=again.member_id,
                                 generation=again.generation_id)
             assert set(ok.values()) == {ErrorCode.NONE}
+            stale = await h.commit("g", {("t", min(kept)): 4}, member_id=again.member_id,
+                                   generation=again.generation_id - 1)
+            assert set(stale.values()) == {ErrorCode.ILLEGAL_GENERATION}
+            # Older clients commit with OffsetCommit < v9: fine for a classic member.
+            old = await h.coordinator.commit_offsets(
+                "g", again.member_id, None, again.generation_id,
+                {TopicPartition("t", min(kept)): OffsetAndMetadata(3)}, api_version=8)
+            assert set(old.values()) == {ErrorCode.NONE}
 
             # Reload: the mixed group comes back as it was.
             h.coordinator.resign(0)

@@ -958,6 +958,11 @@ class ConsumerGroupCoordinator:
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic:
+            # A classic member commits with its generation, which is its member epoch, at
+            # any version (Kafka's validateMemberEpoch for the classic protocol).
+            return ErrorCode.NONE if member_epoch == member.member_epoch \
+                else ErrorCode.ILLEGAL_GENERATION
         if not transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
