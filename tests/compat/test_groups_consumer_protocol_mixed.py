@@ -6,6 +6,7 @@ Kafka's errors and the group unchanged (ConsumerGroupDescribe)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from group_members import (
     produce_spread,
     wait_for,
 )
+from kafka import KafkaConsumer
 
 from odradek.client import Connection
 from odradek.protocol import messages as m
@@ -130,6 +132,54 @@ def test_classic_and_consumer_protocol_members_coexist(broker):
         assert described.error_code == ErrorCode.GROUP_ID_NOT_FOUND  # a classic group again
         produce_spread(broker.bootstrap, topic, 6, 60, 6)
         wait_for(lambda: set(range(60, 66)) <= set(classic.values), 60, "the new records")
+    finally:
+        _stop([member for member in (classic, modern) if member is not None])
+
+
+class KafkaPythonMember(threading.Thread):
+    """kafka-python (classic protocol, eager range assignor) polling in its own thread."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
+        self.owned: set[int] = set()
+        self.values: list[int] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            batches = self.consumer.poll(timeout_ms=50)
+            for records in batches.values():
+                self.values.extend(int(r.value) for r in records)
+            if batches:
+                self.consumer.commit()
+            self.owned = {tp.partition for tp in self.consumer.assignment()}
+        self.consumer.close()
+
+
+def test_kafka_python_classic_member_in_a_consumer_group(broker):
+    """kafka-python (OffsetCommit below v9, eager) joins a consumer group as a classic
+    member: it gets its share from the server assignor, commits, and takes everything when
+    the consumer-protocol member leaves (downgrade)."""
+    topic, group = create_topic(broker.bootstrap, 4), f"kp-{uuid.uuid4().hex[:6]}"
+    produce_spread(broker.bootstrap, topic, 4, 0, 40)
+    modern = OdradekMember(broker.bootstrap, group, topic)
+    modern.start()
+    classic = None
+    try:
+        wait_for(lambda: len(modern.owned) == 4, 30, "the consumer member owns all four")
+        classic = KafkaPythonMember(broker.bootstrap, group, topic)
+        classic.start()
+        wait_for(lambda: _balanced([classic, modern], 2, 4), 60, "two partitions each")
+        wait_for(lambda: set(classic.values) | set(modern.values) == set(range(40)), 60,
+                 "every record")
+        modern.stop.set()
+        modern.join(30)
+        wait_for(lambda: len(classic.owned) == 4, 60, "kafka-python owns all four")
+        produce_spread(broker.bootstrap, topic, 4, 40, 4)
+        wait_for(lambda: set(range(40, 44)) <= set(classic.values), 60, "the new records")
     finally:
         _stop([member for member in (classic, modern) if member is not None])
 
