@@ -372,6 +372,19 @@ class ConsumerGroupMembership(ConsumerCoordinator):
                         or self.member_epoch <= 0:
                     raise
 
+    async def fetch_committed(self, partitions: Any, *, timeout_ms: float | None = None
+                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """OffsetFetch with the member epoch; retried when the epoch moved on meanwhile
+        (STALE_MEMBER_EPOCH), as Kafka's client does."""
+        wanted = list(partitions)
+        while True:
+            epoch = self.member_epoch
+            try:
+                return await super().fetch_committed(wanted, timeout_ms=timeout_ms)
+            except KafkaError as error:
+                if error.code != ErrorCode.STALE_MEMBER_EPOCH or self.member_epoch == epoch:
+                    raise
+
     def _fetch_identity(self) -> tuple[str, int] | None:
         if self.subscribed and self.member_epoch > 0:
             return self.member_id, self.member_epoch
