@@ -259,6 +259,9 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Maximum number of members of one consumer-protocol group."),
     ("group.consumer.assignors", _LST, _DEFAULT_ASSIGNORS, None, _MEDIUM, _RO,
      "Server-side assignors of consumer-protocol groups; the first is the default."),
+    ("group.consumer.migration.policy", _S, "bidirectional", None, _MEDIUM, _RO,
+     ("The online migrations between classic and consumer groups allowed: bidirectional, "
+      "upgrade, downgrade or disabled (case-insensitive).")),
     ("offset.metadata.max.bytes", _I, 4096, None, _HIGH, _RO,
      "Maximum size of the metadata string of an offset commit."),
     ("offsets.load.buffer.size", _I, 5242880, at_least(1), _HIGH, _RO,
