@@ -69,9 +69,9 @@ def test_api_versions_advertises_the_api_table_versions(tmp_path, version):
         assert set(advertised) == set(SERVED_VERSIONS)
         for api_key, (low, high) in advertised.items():
             assert low == SERVED_VERSIONS[api_key]
-            # The spec's newest, except where transactions v2 would start (KIP-890 part 2).
             assert high == MAX_VERSION_OVERRIDES.get(api_key, m.API_BY_KEY[api_key].max_version)
-        assert (advertised[24][1], advertised[26][1]) == (4, 4)
+        # Advertised as Kafka 4.0 does (transactions v2 is gated by transaction.version).
+        assert (advertised[24][1], advertised[26][1]) == (5, 5)
 
     run_with_node(tmp_path, scenario)
 
