@@ -47,7 +47,7 @@ log = logging.getLogger("odradek.controller")
 class QuorumController:
     def __init__(self, quorum: MetadataQuorum, state: ControllerState, *,
                  is_dynamic_broker_config: Callable[[str], bool],
-                 list_topic_configs: frozenset[str] | set[str], cluster_id: str = "",
+                 cluster_id: str = "",
                  session_timeout_ms: int = 9000, clock: Clock = SYSTEM_CLOCK,
                  broker_config: ConfigLookup | None = None) -> None:
         self.quorum = quorum
@@ -61,7 +61,6 @@ class QuorumController:
         self._periodic: list[asyncio.Task[None]] = []
         self.state = state
         self._is_dynamic_broker_config = is_dynamic_broker_config
-        self._list_topic_configs = list_topic_configs
         self._lock = asyncio.Lock()
 
     @property
@@ -290,8 +289,7 @@ class QuorumController:
             async with self._lock:
                 self._check_active()
                 result, records = self.state.alter_configs(
-                    self.image, resource_type, resource_name, ops, incremental=incremental,
-                    list_keys=self._list_topic_configs)
+                    self.image, resource_type, resource_name, ops, incremental=incremental)
                 if result.error == ErrorCode.NONE and not validate_only:
                     await self._commit(records)
                 return result

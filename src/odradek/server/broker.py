@@ -31,7 +31,7 @@ from typing import Any
 
 from odradek.client.security import ClientSecurity
 from odradek.config.broker import BROKER_CONFIGS
-from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.topic import validate_topic_props
 from odradek.config.types import ConfigError
 from odradek.controller.bootstrap import read_bootstrap_records
 from odradek.controller.cluster_control import BrokerRegistrationRequest
@@ -199,7 +199,6 @@ class Broker:
                 config_validator=validate_topic_props,
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
-            list_topic_configs=LIST_TOPIC_CONFIGS,
             cluster_id=self.cluster_id,
             session_timeout_ms=int(self.config.get("broker.session.timeout.ms")),
             broker_config=self.config,
