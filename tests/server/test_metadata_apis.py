@@ -94,13 +94,18 @@ def test_api_versions_v3_reports_supported_and_finalized_features(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         resp = await node.call(node.metadata_apis.api_versions, api_versions_request(), 3)
         supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
-        assert supported[METADATA_VERSION_FEATURE] == (1, METADATA_VERSION_LEVEL)
+        # v3 leaves out the features whose lowest level is 0 (KAFKA-17011)
+        assert supported == {METADATA_VERSION_FEATURE: (7, METADATA_VERSION_LEVEL)}
         finalized = {f.name: (f.min_version_level, f.max_version_level)
                      for f in resp.finalized_features}
-        assert finalized == {METADATA_VERSION_FEATURE:
-                             (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL)}
+        assert finalized[METADATA_VERSION_FEATURE] == (METADATA_VERSION_LEVEL,
+                                                       METADATA_VERSION_LEVEL)
         # The epoch of the finalized features is the metadata offset they were read at.
         assert resp.finalized_features_epoch == node.cache.image.offset >= 0
+        resp = await node.call(node.metadata_apis.api_versions, api_versions_request(), 4)
+        assert {f.name: (f.min_version, f.max_version) for f in resp.supported_features} == {
+            METADATA_VERSION_FEATURE: (7, METADATA_VERSION_LEVEL), "group.version": (0, 1),
+            "kraft.version": (0, 1), "transaction.version": (0, 1)}
 
     run_with_node(tmp_path, scenario)
 

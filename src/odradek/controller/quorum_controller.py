@@ -92,13 +92,16 @@ class QuorumController:
     # -- cluster bootstrap and membership
     async def bootstrap_metadata_version(self, level: int,
                                          bootstrap_records: Sequence[Any] = ()) -> None:
-        """Writes the metadata.version feature level into a freshly formatted log, with the
+        """Writes the metadata.version feature level (and the other features' starting levels)
+        into a freshly formatted log, with the
         records `storage format` left for it (SCRAM credentials: `--add-scram`)."""
         async with self._lock:
             self._check_active()
             if self.image.metadata_version == 0:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
                                                          feature_level=level),
+                                    *(m.FeatureLevelRecord(name=name, feature_level=feature)
+                                      for name, feature in features.BOOTSTRAP_FEATURE_LEVELS.items()),
                                     *bootstrap_records])
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:

@@ -110,7 +110,7 @@ from odradek.storage.dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("odradek.broker")
 
-# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements (one source:
+# metadata.version 4.0-IV3, the newest level of the 4.0 specs Odradek implements (one source:
 # the controller's feature table).
 METADATA_VERSION_LEVEL = LATEST_METADATA_VERSION
 HOUSEKEEPING_INTERVAL_S = 0.5
