@@ -31,7 +31,7 @@ from typing import Any
 
 from odradek.client.security import ClientSecurity
 from odradek.config.broker import BROKER_CONFIGS
-from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.topic import validate_topic_props
 from odradek.config.types import ConfigError
 from odradek.controller.bootstrap import read_bootstrap_records
 from odradek.controller.cluster_control import BrokerRegistrationRequest
@@ -112,7 +112,7 @@ from odradek.storage.dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("odradek.broker")
 
-# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements (one source:
+# metadata.version 4.0-IV3, the newest level of the 4.0 specs Odradek implements (one source:
 # the controller's feature table).
 METADATA_VERSION_LEVEL = LATEST_METADATA_VERSION
 HOUSEKEEPING_INTERVAL_S = 0.5
@@ -206,7 +206,6 @@ class Broker:
                 config_validator=validate_topic_props,
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
-            list_topic_configs=LIST_TOPIC_CONFIGS,
             cluster_id=self.cluster_id,
             session_timeout_ms=int(self.config.get("broker.session.timeout.ms")),
             broker_config=self.config,

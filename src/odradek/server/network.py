@@ -32,6 +32,7 @@ from odradek.protocol.errors import (
 )
 from odradek.request_timing import CURRENT_REQUEST, RequestTiming
 from odradek.security.principal import certificate_principal
+from odradek.server import request_log
 from odradek.server.authentication import ListenerSecurity, SaslSession
 from odradek.server.request_metrics import RequestMetrics
 
@@ -230,10 +231,12 @@ class Connection(asyncio.Protocol):
                     API_VERSIONS_KEY, 0, header.correlation_id, response))
                 return
             log.info("closing %s: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, f"unsupported request: {exc}", header)
             self.close()
             return
         except DecodeError as exc:
             log.info("closing %s: malformed request: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, f"malformed request: {exc}")
             self.close()
             return
         sasl = self.sasl
@@ -241,6 +244,7 @@ class Connection(asyncio.Protocol):
             if sasl.expired():
                 log.info("closing %s: its SASL session expired (connections.max.reauth.ms) "
                          "without re-authentication", self.id)
+                request_log.closed(self.id, self.principal, "SASL session expired", header)
                 self.close()
                 return
             if header.request_api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication():
@@ -250,6 +254,7 @@ class Connection(asyncio.Protocol):
                 log.info("closing %s: unexpected request %d during SASL %s (state %s)", self.id,
                          header.request_api_key, "handshake" if sasl.mechanism is None
                          else "authentication", sasl.state)
+                request_log.closed(self.id, self.principal, "request out of SASL order", header)
                 self.close()
                 return
             if header.request_api_key == API_VERSIONS_KEY:
@@ -263,6 +268,7 @@ class Connection(asyncio.Protocol):
                 response = await response
         except ConnectionCloseRequest as exc:
             log.info("closing %s: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, str(exc), header)
             self.close()
             return
         if response is None or self.closing:
@@ -276,6 +282,10 @@ class Connection(asyncio.Protocol):
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
         self.server.request_metrics.record(api_key, version, timing, local_done, self.id,
                                            header.client_id)
+        if request_log.enabled():
+            request_log.completed(header, self.id, self.listener.name,
+                                  self.listener.security_protocol, self.principal,
+                                  self.peer_host, timing.arrived_ns)
         if sasl is not None:
             self._after_sasl_step(sasl)
 
