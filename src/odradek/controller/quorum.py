@@ -99,6 +99,10 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000
 # Makes the log durable up to (excluding) an end offset; awaited by the flusher.
 FlushFunction = Callable[[int], Awaitable[None]]
 MetadataListener = Callable[[MetadataImage], None]
+# Called on the loop with an image about to be published; returns blocking work (e.g. creating
+# the logs of new local partitions) for a worker thread, done before any listener sees the
+# image, or None when there is none.
+MetadataPreparer = Callable[[MetadataImage], Callable[[], None] | None]
 # Sends a Raft request to a voter and returns its answer; raises if it cannot be delivered.
 RaftSend = Callable[[int, m.Message], Awaitable[m.Message]]
 # Told (is_active_controller) whenever this node becomes or stops being the active controller.
@@ -149,6 +153,11 @@ class MetadataQuorum:
         self.raft_config = raft_config or RaftConfig()
         self.image: MetadataImage = EMPTY_IMAGE  # as of the commit index, never ahead of it
         self.listeners: list[MetadataListener] = []
+        self.preparers: list[MetadataPreparer] = []
+        # Committed batches held back while their image's preparation runs in a thread.
+        self._unpublished: list[CommittedBatch] = []
+        self._preparation: Callable[[], None] | None = None
+        self._prepared_offset = -1  # the batch whose preparation ran: publish it now
         self.activation_listeners: list[ActivationListener] = []
         self._flush: FlushFunction = flush if flush is not None else self._flush_log
         self._send = send
@@ -420,6 +429,9 @@ class MetadataQuorum:
             while True:
                 self._wakeup.clear()
                 self._step(client)
+                if self._preparation is not None:
+                    await self._prepare_in_thread()
+                    continue  # publish what waited for it
                 now = self.clock.time_ms()
                 delay_s = max(client.next_deadline_ms(now) - now, 0) / 1000
                 timer = self.clock.call_later(delay_s, self._wakeup.set)
@@ -441,7 +453,8 @@ class MetadataQuorum:
                 parked = self._parked.get(message.request_id)
                 if parked is not None and not parked.done():
                     parked.set_result(message.response)
-        self._apply_committed(client.take_committed())
+        batches, self._unpublished = self._unpublished, []
+        self._apply_committed(batches + client.take_committed())
         self._maybe_snapshot(client)
         self._track_activation()
         if client.log.flushed_end < client.log.end_offset:
@@ -529,12 +542,18 @@ class MetadataQuorum:
         for batch in batches:
             if batch.last_offset <= self.image.offset:
                 continue  # replayed by load()
+            if self._preparation is not None:
+                self._unpublished.append(batch)  # in order, after the one being prepared
+                continue
             if isinstance(batch, CommittedSnapshot):
                 self._publish_snapshot(batch)
                 continue
+            error = self._publish(batch)
+            if error is _PREPARING:
+                self._unpublished.append(batch)
+                continue
             if not batch.is_control:
                 self._bytes_since_snapshot += len(batch.data)
-            error = self._publish(batch)
             if error is not None:
                 failed[batch.last_offset] = error
         committed = self.image.offset + 1
@@ -634,6 +653,8 @@ class MetadataQuorum:
             # The offset still passed: the next batch applies on top of the image before it.
             self.image = _at_offset(self.image, batch.last_offset, batch.epoch)
             return exc
+        if self._prepared_offset != batch.last_offset and self._needs_preparation(image):
+            return _PREPARING
         self.image = image
         for listener in list(self.listeners):
             try:
@@ -642,6 +663,39 @@ class MetadataQuorum:
                 log.exception("metadata listener %r failed at offset %d", listener,
                               batch.last_offset)
         return None
+
+    def _needs_preparation(self, image: MetadataImage) -> bool:
+        """Asks the preparers about `image`; their blocking work becomes `_preparation`."""
+        works = []
+        for preparer in self.preparers:
+            try:
+                work = preparer(image)
+            except Exception:
+                log.exception("metadata preparer %r failed at offset %d", preparer, image.offset)
+                continue
+            if work is not None:
+                works.append(work)
+        if not works:
+            return False
+
+        def prepare() -> None:
+            for work in works:
+                work()
+
+        self._preparation = prepare
+        self._prepared_offset = image.offset
+        return True
+
+    async def _prepare_in_thread(self) -> None:
+        """Runs the preparation off the event loop (requests keep being served meanwhile,
+        against the image before), then lets the held batches publish."""
+        preparation, self._preparation = self._preparation, None
+        assert preparation is not None
+        try:
+            await asyncio.to_thread(preparation)
+        except Exception:  # the listeners still run: they do the work on the loop instead
+            log.exception("preparing the metadata image at offset %d failed",
+                          self._prepared_offset)
 
     def _fail(self, exc: BaseException) -> None:
         """The log can no longer commit: fail what is pending and refuse further appends."""
@@ -706,6 +760,9 @@ def image_from_snapshot(data: bytes, snapshot_id: OffsetAndEpoch) -> MetadataIma
     content = read_snapshot(data)
     records = (m.decode_metadata_record(value)[0] for value in content.values)
     return replay_records(records, snapshot_id.offset - 1, snapshot_id.epoch)
+
+
+_PREPARING = RuntimeError("the image waits for its preparation")  # a marker, never raised
 
 
 def _at_offset(image: MetadataImage, offset: int, epoch: int) -> MetadataImage:

@@ -240,6 +240,8 @@ class Broker:
             self.replica_manager = self._build_replication()
             self.replica_manager.apply_image(self.image)
             self.metadata_cache.subscribe(self.replica_manager.apply_image)
+            # New partitions' logs are created on a worker thread before the image applies.
+            self.quorum.preparers.append(self.replica_manager.prepare_image)
             # Follows the leadership of the __consumer_offsets partitions (after the replica
             # manager in the subscription order, since it reads the partitions it opened).
             self.group_coordinator = start_group_coordinator(self.config, self.metadata_cache,
