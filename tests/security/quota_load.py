@@ -117,3 +117,21 @@ def alter_quota(client: RawClient, entity: list[tuple[str, str | None]], **value
              for key, value in values.items()])]))
     errors = [(e.error_code, e.error_message) for e in response.entries if e.error_code]
     assert not errors, errors
+
+
+def produce_flat_out_odradek(bootstrap: str, topic: str, client_id: str) -> Load:
+    """The same with Odradek's own producer (which holds back while a broker throttles it)."""
+    from odradek.client import Producer as OdradekProducer
+    load = Load()
+
+    def body() -> None:
+        with OdradekProducer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                              "linger.ms": 5, "batch.size": 64 * 1024,
+                              "buffer.memory": 2 * 1024 * 1024}) as producer:
+            def delivered(metadata, error) -> None:
+                if error is None:
+                    load.add(len(RECORD))
+            while not load.stop.is_set():
+                producer.send(topic, RECORD, callback=delivered)
+            producer.flush(30)
+    return _run(load, body)

@@ -14,10 +14,17 @@ import time
 import pytest
 from server.raw_client import RawClient, produce_request
 
+from odradek.client import NewTopic
 from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 from tests.broker_process import BrokerProcess, wait_until
-from tests.security.quota_load import alter_quota, consume_flat_out, produce_flat_out
+from tests.security.quota_load import (
+    alter_quota,
+    consume_flat_out,
+    produce_flat_out,
+    produce_flat_out_odradek,
+)
 
 MB = 1024 * 1024
 WARM_UP_S = 6
@@ -174,3 +181,38 @@ def _api_versions_from(source: str, broker: BrokerProcess) -> bool:
             return len(header) == 4
     except OSError:
         return False
+
+
+def test_odradek_admin_and_producer(broker):
+    """Odradek's Admin sets and describes the quota; its producer, told to back off, waits
+    out each throttle time and is held at the bound like any client."""
+    from odradek.client import Admin
+    from odradek.client.admin_quotas import (
+        ClientQuotaAlteration,
+        ClientQuotaEntity,
+        ClientQuotaFilter,
+        ClientQuotaFilterComponent,
+    )
+    entity = ClientQuotaEntity.of({"client-id": "odradek-producer"})
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic("quota-odradek", 1, 1)])
+        # validate_only: checked, not written
+        admin.alter_client_quotas([ClientQuotaAlteration(entity, {"producer_byte_rate": MB})],
+                                  validate_only=True)
+        described = admin.describe_client_quotas(ClientQuotaFilter.contains(
+            [ClientQuotaFilterComponent.of_entity("client-id", "odradek-producer")]))
+        assert described == {}
+        errors = admin.alter_client_quotas(
+            [ClientQuotaAlteration(entity, {"producer_byte_rate": 1.5})], raise_errors=False)
+        assert errors[entity].code == ErrorCode.INVALID_REQUEST
+        admin.alter_client_quotas([ClientQuotaAlteration(entity, {"producer_byte_rate": MB})])
+        described = admin.describe_client_quotas(ClientQuotaFilter.contains_only(
+            [ClientQuotaFilterComponent.of_entity_type("client-id")]))
+        assert described[entity] == {"producer_byte_rate": MB}
+    limited = produce_flat_out_odradek(broker.bootstrap, "quota-odradek", "odradek-producer")
+    try:
+        (rate,) = measure(limited)
+    finally:
+        limited.finish()
+    print(f"odradek producer {rate / MB:.3f} MB/s")
+    assert abs(rate - MB) <= TOLERANCE * MB, rate / MB
