@@ -90,18 +90,18 @@ def test_ip_quotas(odradek_broker, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--entity-type", "clients", "--entity-name", "c", "--add-config", "retention.ms=1"],
-     "Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
-     "config names: List(retention.ms)"),
+     ("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
+     "config names: List(retention.ms)")),
     (["--entity-type", "users", "--entity-name", "u", "--add-config", "retention.ms=1"],
-     "Only quota and SCRAM credential configs can be added for 'users' using "
-     "--bootstrap-server. Unexpected config names: List(retention.ms)"),
+     ("Only quota and SCRAM credential configs can be added for 'users' using "
+     "--bootstrap-server. Unexpected config names: List(retention.ms)")),
     (["--entity-type", "users", "--entity-name", "u", "--add-config",
       "producer_byte_rate=1,SCRAM-SHA-256=[password=p]"],
      "Cannot alter both quota and SCRAM credential configs simultaneously for 'users'"),
     (["--entity-type", "users", "--entity-default", "--add-config",
       "SCRAM-SHA-256=[password=p]"],
-     "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
-     "Credentials using --bootstrap-server."),
+     ("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+     "Credentials using --bootstrap-server.")),
     (["--entity-type", "clients", "--entity-name", "c", "--add-config",
       "producer_byte_rate=fast"],
      "Cannot parse quota configuration value for producer_byte_rate: fast"),
