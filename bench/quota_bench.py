@@ -50,7 +50,6 @@ def _measure(loads, warm_up: float, span: float) -> list[float]:
 
 def producers(broker: BrokerProcess, warm_up: float, span: float) -> tuple[float, float, int]:
     with RawClient(broker.host, broker.port) as admin:
-        admin.create_topic("bench-quota-produce")
         alter_quota(admin, [("client-id", "limited")], producer_byte_rate=MB)
     limited = produce_flat_out(broker.bootstrap, "bench-quota-produce", "limited")
     free = produce_flat_out(broker.bootstrap, "bench-quota-produce", "free")
@@ -154,6 +153,8 @@ def run(quick: bool = False) -> str:
             "quota.window.num": "5" if quick else "11", "quota.window.size.seconds": "1",
             "max.connections.per.ip": "100"}).start()
         try:
+            with RawClient(broker.host, broker.port) as admin:
+                admin.create_topic("bench-quota-produce")
             alone = free_alone(broker, 8 if quick else 15)
             limited, free, throttle = producers(broker, warm_up, span)
             consumed, consumer_throttle = consumer(broker, warm_up, span)

@@ -281,3 +281,15 @@ def test_connection_limits_are_dynamic():
     limits.apply_image(image)
     assert limits.on_connect("L", "h") is None
     assert limits.on_connect("L", "h") is not None
+
+
+def test_ip_connection_creation_rate_closes_connections_over_it():
+    clock = ManualClock(start_ms=0)
+    limits = ConnectionQuotas({}, samples=2, window_ms=1000, clock=clock)
+    limits.apply_image(image_with(entry([("ip", "10.0.0.1")], connection_creation_rate=2),
+                                  entry([("ip", None)], connection_creation_rate=100)))
+    answers = [limits.on_connect("L", "10.0.0.1") for _ in range(4)]
+    assert answers[:2] == [None, None]
+    assert "connection creation rate from 10.0.0.1" in answers[3]
+    assert all(limits.on_connect("L", "10.0.0.2") is None for _ in range(4))  # the default
+    assert limits.per_ip["10.0.0.1"] == 2  # the refused ones hold no slot

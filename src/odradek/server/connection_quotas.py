@@ -1,7 +1,9 @@
 """Connection limits as Kafka's ConnectionQuotas: `max.connections` (broker-wide),
 `max.connections.per.ip` with `max.connections.per.ip.overrides` (`host:count,...`), and
 `max.connection.creation.rate` (new connections per second, broker-wide), all dynamic
-cluster-wide configs (`odradek configs --entity-type brokers --entity-default`).
+cluster-wide configs (`odradek configs --entity-type brokers --entity-default`), and the client
+quota `connection_creation_rate` of ip entities (`odradek configs --entity-type ips`, an address
+or `<default>`): a connection from an address over its rate is closed.
 
 A connection over a count limit is closed at once and the broker keeps serving the others.
 Kafka's acceptor stops accepting while `max.connections` is reached (the client waits in the
@@ -21,6 +23,7 @@ from collections.abc import Mapping
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.types import INT_MAX
+from odradek.controller.client_quota_control import CONNECTION_CREATION_RATE, IP
 from odradek.metadata.image import MetadataImage
 from odradek.server.client_quotas import throttle_time_ms
 from odradek.server.quotas import Rate
@@ -66,6 +69,11 @@ class ConnectionQuotas:
         self.total = 0
         self.per_ip: dict[str, int] = {}
         self._configs: object = None
+        self._quotas: object = None
+        self.samples, self.window_ms = samples, window_ms
+        # connection_creation_rate of ip entities: address (None: the default) -> bound
+        self.ip_rate_bounds: dict[str | None, float] = {}
+        self.ip_rates: dict[str, Rate] = {}
         self._configure(self.static)
 
     def _configure(self, values: Mapping[str, object]) -> None:
@@ -79,6 +87,14 @@ class ConnectionQuotas:
 
     def apply_image(self, image: MetadataImage) -> None:
         """Dynamic values (per broker over the cluster default) over the static ones."""
+        if image.client_quotas is not self._quotas:
+            self._quotas = image.client_quotas
+            self.ip_rate_bounds = {
+                entity[0][1]: values[CONNECTION_CREATION_RATE]
+                for entity, values in image.client_quotas.items()
+                if len(entity) == 1 and entity[0][0] == IP and CONNECTION_CREATION_RATE in values}
+            if not self.ip_rate_bounds:
+                self.ip_rates.clear()
         if image.configs is self._configs:
             return
         self._configs = image.configs
@@ -103,6 +119,10 @@ class ConnectionQuotas:
         exempt = listener in self.exempt_listeners
         if not exempt and self.total >= self.max_connections:
             return f"Too many connections (maximum = {self.max_connections})"
+        if self.ip_rate_bounds and not exempt:
+            refusal = self._over_ip_rate(host)
+            if refusal is not None:
+                return refusal
         self.per_ip[host] = count + 1
         if not exempt:
             self.total += 1
@@ -114,6 +134,22 @@ class ConnectionQuotas:
                     reason = ("connection creation rate above "
                               f"{MAX_CONNECTION_CREATION_RATE}={self.max_creation_rate}")
                     return reason, delay_ms / 1000
+        return None
+
+    def _over_ip_rate(self, host: str) -> str | None:
+        bound = self.ip_rate_bounds.get(host, self.ip_rate_bounds.get(None))
+        if bound is None:
+            return None
+        now_ms = int(self.clock.monotonic() * 1000)
+        rate = self.ip_rates.get(host)
+        if rate is None:
+            if len(self.ip_rates) >= 10_000:  # forget quiet addresses
+                self.ip_rates = {ip: r for ip, r in self.ip_rates.items()
+                                 if r.measure(now_ms) > 0}
+            rate = self.ip_rates[host] = Rate(self.samples, self.window_ms)
+        rate.record(1, now_ms)
+        if throttle_time_ms(rate, bound, now_ms) > 0:
+            return f"connection creation rate from {host} above its quota ({bound:g}/s)"
         return None
 
     def on_disconnect(self, listener: str, host: str) -> None:
