@@ -15,6 +15,7 @@ import pytest
 from server.raw_client import RawClient, produce_request
 
 from odradek.client import NewTopic
+from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
@@ -216,3 +217,25 @@ def test_odradek_admin_and_producer(broker):
         limited.finish()
     print(f"odradek producer {rate / MB:.3f} MB/s")
     assert abs(rate - MB) <= TOLERANCE * MB, rate / MB
+
+
+def test_request_percentage_throttles_by_handler_time(broker):
+    """request_percentage bounds the handler time a client uses (a percentage of one second
+    per second); its throttle is at most one window (1 s here)."""
+    from tests.broker_process import _recv_exact
+    with RawClient(broker.host, broker.port) as admin:
+        alter_quota(admin, [("client-id", "busy")], request_percentage=0.01)
+    correlation = 0
+    with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
+        def metadata_throttle() -> int:
+            nonlocal correlation
+            correlation += 1
+            sock.sendall(framing.encode_request(3, 12, correlation, "busy",
+                                                m.MetadataRequest(topics=None)))
+            size = int.from_bytes(_recv_exact(sock, 4), "big")
+            _corr, response = framing.decode_response(_recv_exact(sock, size), 3, 12)
+            return response.throttle_time_ms
+        throttle_ms = wait_until(metadata_throttle, 60, interval=0, message="a throttle")
+        assert 0 < throttle_ms <= 1000
+    with RawClient(broker.host, broker.port) as admin:
+        alter_quota(admin, [("client-id", "busy")], request_percentage=None)
