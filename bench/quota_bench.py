@@ -181,7 +181,7 @@ def run(quick: bool = False) -> str:
     lines = [
         "## Client quotas and connection limits",
         "",
-        f"Method: {__doc__.split('One Odradek broker')[1].strip()}",
+        "Method: One Odradek broker " + __doc__.split("One Odradek broker")[1].strip(),
         "",
         (f"Measured over {span} s, and over {whole_spans} s ({whole_spans // samples} whole "
          f"spans of the {samples}-sample window), after {warm_up} s of warm-up. A new client "
