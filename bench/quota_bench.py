@@ -191,8 +191,8 @@ def run(quick: bool = False) -> str:
          "over other lengths. The machine is shared by other jobs: rates of unlimited "
          "clients vary with its load."),
         "",
-        f"| client | quota | over {span} s | error | over {whole_spans} s | error | "
-        "max throttle_time_ms seen |",
+        (f"| client | quota | over {span} s | error | over {whole_spans} s | error | "
+        "max throttle_time_ms seen |"),
         "|---|---|---|---|---|---|---|",
         _row("producer `limited`", "producer_byte_rate 1 MiB/s", limited, limited_whole,
              throttle),
