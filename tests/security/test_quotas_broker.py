@@ -37,7 +37,7 @@ TOLERANCE = 0.10
 def broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("quota-broker"), {
         "quota.window.num": "5", "quota.window.size.seconds": "1",
-        "max.connections.per.ip": "100"}).start()
+        "controller.quota.window.num": "5", "max.connections.per.ip": "100"}).start()
     try:
         yield b
     finally:
@@ -239,3 +239,26 @@ def test_request_percentage_throttles_by_handler_time(broker):
         assert 0 < throttle_ms <= 1000
     with RawClient(broker.host, broker.port) as admin:
         alter_quota(admin, [("client-id", "busy")], request_percentage=None)
+
+
+def test_controller_mutation_rate_on_create_topics(broker):
+    """KIP-599 strict mode (CreateTopics v6+): partitions created spend credits; a topic asked
+    while they are below zero fails with THROTTLING_QUOTA_EXCEEDED."""
+    from tests.broker_process import _recv_exact
+    with RawClient(broker.host, broker.port) as admin:
+        alter_quota(admin, [("client-id", "mutator")], controller_mutation_rate=1)
+    CT = m.CreateTopicsRequest.CreatableTopic
+    suffix = str(time.monotonic_ns())
+    request = m.CreateTopicsRequest(timeout_ms=10_000, topics=[
+        CT(name=f"mut-{n}-{suffix}", num_partitions=p, replication_factor=1)
+        for n, p in (("a", 4), ("b", 4), ("c", 1))])
+    with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
+        sock.sendall(framing.encode_request(19, 7, 1, "mutator", request))
+        size = int.from_bytes(_recv_exact(sock, 4), "big")
+        _corr, response = framing.decode_response(_recv_exact(sock, size), 19, 7)
+    errors = {t.name.split("-")[1]: t.error_code for t in response.topics}
+    # A burst of 5 credits (1 a second x 5 windows): "a" and "b" go, "c" finds a debt.
+    assert errors == {"a": 0, "b": 0, "c": ErrorCode.THROTTLING_QUOTA_EXCEEDED}
+    assert 2500 <= response.throttle_time_ms <= 3000
+    with RawClient(broker.host, broker.port) as admin:
+        alter_quota(admin, [("client-id", "mutator")], controller_mutation_rate=None)

@@ -293,3 +293,64 @@ def test_ip_connection_creation_rate_closes_connections_over_it():
     assert "connection creation rate from 10.0.0.1" in answers[3]
     assert all(limits.on_connect("L", "10.0.0.2") is None for _ in range(4))  # the default
     assert limits.per_ip["10.0.0.1"] == 2  # the refused ones hold no slot
+
+
+def test_token_bucket_as_kip_599():
+    from odradek.server.quotas import TokenBucket
+    bucket = TokenBucket(samples=2, window_ms=1000)
+    assert bucket.measure(5, 0) == 10  # full: quota x samples x window
+    bucket.record(5, 16, 0)
+    assert bucket.measure(5, 0) == -6
+    assert bucket.throttle_time_ms(5, 0) == 1200  # 6 partitions at 5 a second
+    assert bucket.throttle_time_ms(5, 1200) == 0
+    assert bucket.measure(5, 10_000) == 10  # refilled up to the burst only
+
+
+class _Ctx:
+    def __init__(self, version: int) -> None:
+        self.principal, self.client_id, self.api_version = "User:ANONYMOUS", "c", version
+
+
+def _create_topics_handler(calls):
+    R = m.CreateTopicsResponse
+
+    def handler(ctx, request):
+        calls.append([t.name for t in request.topics])
+        return R(topics=[R.CreatableTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_ALREADY_EXISTS if t.name == "exists"
+            else ErrorCode.NONE) for t in request.topics])
+    return handler
+
+
+def _topics(*specs):
+    CT = m.CreateTopicsRequest.CreatableTopic
+    return m.CreateTopicsRequest(topics=[CT(name=n, num_partitions=p, replication_factor=1)
+                                         for n, p in specs])
+
+
+def test_controller_mutation_quota_strict_and_permissive():
+    import asyncio
+
+    from odradek.server.controller_mutation_quota import ControllerMutationQuotas
+    clock = ManualClock(start_ms=0)
+    image = image_with(entry([("client-id", "c")], controller_mutation_rate=2))
+    quotas = ControllerMutationQuotas(lambda: image, lambda: 1, samples=2, window_ms=1000,
+                                      clock=clock)
+    quotas.apply_image(image)
+    calls: list = []
+    [handler] = quotas.wrap({19: _create_topics_handler(calls)}).values()
+    # Strict (v6+): burst of 4 credits; "a" (3) goes, "b" (3) goes into debt, "c" is refused.
+    response = asyncio.run(handler(_Ctx(7), _topics(("a", 3), ("b", 3), ("c", 1))))
+    assert calls[-1] == ["a", "b"]
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("a", 0), ("b", 0), ("c", ErrorCode.THROTTLING_QUOTA_EXCEEDED)]
+    assert response.throttle_time_ms == 1000  # 2 partitions owed at 2 a second
+    # A topic that fails spends nothing.
+    clock.advance(10_000)
+    response = asyncio.run(handler(_Ctx(7), _topics(("exists", 4), ("d", 4))))
+    assert [t.error_code for t in response.topics] == [ErrorCode.TOPIC_ALREADY_EXISTS, 0]
+    assert response.throttle_time_ms == 0
+    # Permissive (v5): everything goes through, the debt is reported.
+    response = asyncio.run(handler(_Ctx(5), _topics(("e", 3), ("f", 3))))
+    assert calls[-1] == ["e", "f"] and all(t.error_code == 0 for t in response.topics)
+    assert response.throttle_time_ms == 3000

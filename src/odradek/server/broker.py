@@ -67,6 +67,7 @@ from odradek.server.authentication import (
 from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.client_quotas import ClientQuotas
 from odradek.server.connection_quotas import ConnectionQuotas
+from odradek.server.controller_mutation_quota import ControllerMutationQuotas
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
@@ -685,8 +686,18 @@ class Broker:
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
         scram = ScramApis(cache, controller)
         client_quotas = ClientQuotaApis(cache, controller)
+        # Controller mutation quotas hold CreateTopics, DeleteTopics and CreatePartitions where
+        # they are carried out: here, as the active controller.
+        config = self.config
+        mutation_quotas = ControllerMutationQuotas(
+            lambda: cache.image, lambda: int(config.get("num.partitions")),
+            samples=int(config.get("controller.quota.window.num")),
+            window_ms=int(config.get("controller.quota.window.size.seconds")) * 1000)
+        mutation_quotas.apply_image(cache.image)
+        cache.subscribe(mutation_quotas.apply_image)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin, raft, scram, client_quotas), FORWARDED)
+        self.apis.bind(mutation_quotas.wrap(
+            forwarded_handler_table(admin, raft, scram, client_quotas)), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -724,6 +735,7 @@ class Broker:
             scram=scram,
             client_quotas=client_quotas,
         )
+        handlers = mutation_quotas.wrap(handlers)
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})
 

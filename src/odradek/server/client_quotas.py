@@ -33,6 +33,7 @@ from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.controller.client_quota_control import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     USER,
@@ -195,7 +196,11 @@ class ClientQuotas:
         quotas = image.client_quotas
         for manager in (self.produce, self.fetch, self.request):
             manager.update(quotas)
-        self.enabled = self.produce.enabled or self.fetch.enabled or self.request.enabled
+        # Controller mutation quotas are counted on the active controller
+        # (`server.controller_mutation_quota`); here only their throttle time is honoured.
+        mutations = any(CONTROLLER_MUTATION_RATE in values for values in quotas.values())
+        self.enabled = (self.produce.enabled or self.fetch.enabled or self.request.enabled
+                        or mutations)
 
     def fetch_max_bytes(self, principal: str, client_id: str | None) -> float | None:
         """The cap a consumer's quota puts on one fetch (None: no cap)."""

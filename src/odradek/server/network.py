@@ -315,9 +315,15 @@ class Connection(asyncio.Protocol):
         throttle_ms, response = quotas.throttle(
             header.request_api_key, self.principal, header.client_id, request, response,
             request_bytes, handler_ns)
-        if throttle_ms > 0:
-            if response is not None and hasattr(response, "throttle_time_ms"):
+        # An answer may come throttled already: a controller mutation quota, counted on the
+        # active controller (here, or where the request was forwarded).
+        own_ms = getattr(response, "throttle_time_ms", 0) if response is not None else 0
+        if throttle_ms > own_ms:
+            if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle_ms
+        else:
+            throttle_ms = own_ms
+        if throttle_ms > 0:
             self.throttle(throttle_ms)
         return response
 

@@ -144,3 +144,35 @@ class ReplicationQuota:
 
     def _now_ms(self) -> int:
         return int(self.clock.monotonic() * 1000)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599), the measure of controller mutation quotas: credits refill
+    at `quota` per second up to a burst of `quota x samples x window`, each mutation spends
+    its partitions; the quota is exceeded while the credits are below zero."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        self.burst_windows_s = max(1, samples) * max(1, window_ms) / 1000
+        self.tokens: float | None = None  # full at first use
+        self.last_ms = 0
+
+    def _refill(self, quota: float, now_ms: int) -> None:
+        burst = quota * self.burst_windows_s
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * max(0, now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+
+    def measure(self, quota: float, now_ms: int) -> float:
+        self._refill(quota, now_ms)
+        return self.tokens  # type: ignore[return-value]
+
+    def record(self, quota: float, value: float, now_ms: int) -> None:
+        self._refill(quota, now_ms)
+        self.tokens = min(quota * self.burst_windows_s, self.tokens - value)  # type: ignore[operator]
+
+    def throttle_time_ms(self, quota: float, now_ms: int) -> int:
+        """How long until the credits are back at zero (Kafka: -tokens / quota)."""
+        tokens = self.measure(quota, now_ms)
+        return round(-tokens / quota * 1000) if tokens < 0 else 0
