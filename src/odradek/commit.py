@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Collection, Mapping
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.request_timing import waiting_remotely
 
 
 class CommitWaiters:
@@ -46,8 +47,7 @@ class CommitWaiters:
         """The commit offset moved to `committed` (exclusive); completes the futures it
         passed, lowest offset first (with the error in `failed` for an offset whose write
         could not be applied at commit). Returns how many completed."""
-        if committed > self.committed:
-            self.committed = committed
+        self.committed = max(self.committed, committed)
         done = 0
         waiting = self._waiting
         while waiting and waiting[0][0] < self.committed:
@@ -88,9 +88,10 @@ async def wait_for_commits(futures: Collection[asyncio.Future[int]], timeout_s: 
     timer = clock.call_later(timeout_s, lambda: deadline.done() or deadline.set_result(None))
     try:
         # asyncio.wait cancels nothing: the commit futures are shared with other waiters.
-        while pending and not deadline.done():
-            await asyncio.wait(pending | {deadline}, return_when=asyncio.FIRST_COMPLETED)
-            pending = {f for f in pending if not f.done()}
+        with waiting_remotely():
+            while pending and not deadline.done():
+                await asyncio.wait(pending | {deadline}, return_when=asyncio.FIRST_COMPLETED)
+                pending = {f for f in pending if not f.done()}
     finally:
         timer.cancel()
         if not deadline.done():

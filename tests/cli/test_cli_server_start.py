@@ -55,7 +55,7 @@ def test_embedded_defaults_are_formatted_on_first_start(tmp_path, started, capsy
     assert server_start.main(["--override", f"log.dirs={data}"]) == 0
     out = capsys.readouterr().out
     cluster_id = meta(data)["cluster.id"]
-    assert f"Formatting {data} with metadata.version 3.8-IV0." in out
+    assert f"Formatting {data} with metadata.version 4.0-IV3." in out
     assert f"Formatted new storage with cluster id {cluster_id}" in out
     assert out.index("Formatting") < out.index(cluster_id)
     assert len(started) == 1

@@ -92,9 +92,9 @@ class TestFormat:
         result = odradek("storage", "format", "-t", cluster_id, "-c", str(config))
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines() == [
-            f"Formatting {tmp_path}/d1 with metadata.version 3.8-IV0.",
-            f"Formatting {tmp_path}/d2 with metadata.version 3.8-IV0.",
-            f"Formatting {tmp_path}/meta with metadata.version 3.8-IV0.",
+            f"Formatting {tmp_path}/d1 with metadata.version 4.0-IV3.",
+            f"Formatting {tmp_path}/d2 with metadata.version 4.0-IV3.",
+            f"Formatting {tmp_path}/meta with metadata.version 4.0-IV3.",
         ]
         directory_ids = set()
         for name in ("d1", "d2", "meta"):
@@ -134,7 +134,7 @@ class TestFormat:
         write_config(config, **{"log.dirs": f"{tmp_path}/a,{tmp_path}/b"})
         result = odradek("storage", "format", "-t", cluster_id, "-c", str(config), "-g")
         assert result.returncode == 0
-        assert result.stdout.strip() == f"Formatting {tmp_path}/b with metadata.version 3.8-IV0."
+        assert result.stdout.strip() == f"Formatting {tmp_path}/b with metadata.version 4.0-IV3."
         assert meta(tmp_path / "a") == first
         assert meta(tmp_path / "b")["cluster.id"] == cluster_id
         assert meta(tmp_path / "b")["directory.id"] != first["directory.id"]

@@ -17,7 +17,13 @@ from confluent_kafka import TopicPartition as CTP
 sys.path.insert(0, str(Path(__file__).parent.parent / "compat"))
 
 from broker_process import BrokerProcess
-from group_members import ThreadMember, consumer_config, group_shape, wait_for
+from group_members import (
+    OdradekMember,
+    ThreadMember,
+    consumer_config,
+    group_shape,
+    wait_for,
+)
 
 from odradek.cli import consumer_groups
 from odradek.cli.consumer_groups import (
@@ -155,10 +161,15 @@ def test_describe_and_list_a_live_group(broker, admin, topic, capsys):
 
         code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members",
                             "--verbose")
+        # Kafka 4.0's verbose columns (KIP-1099); a classic group has no epochs or targets.
+        assigned = f"{topic}(0,1)"
+        assignment_width = max(20, len(assigned))
         header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'HOST':<15} {'CLIENT-ID':<15} "
-                  f"{'#PARTITIONS':<15} ASSIGNMENT")
+                  f"{'#PARTITIONS':<15} {'CURRENT-EPOCH':<15} "
+                  f"{'CURRENT-ASSIGNMENT':<{assignment_width}} {'TARGET-EPOCH':<15} "
+                  "TARGET-ASSIGNMENT")
         row = (f"{group:<15} {member_id} {'/127.0.0.1':<15} {'cli-test':<15} {2:<15} "
-               f"{topic}(0,1)")
+               f"{'-':<15} {assigned:<{assignment_width}} {'-':<15} -")
         assert out.splitlines()[1:] == [header, row]
 
         code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--state")
@@ -203,10 +214,15 @@ def test_describe_members_shows_group_instance_ids_of_static_members(broker, adm
         code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members",
                             "--verbose")
         width = len(member_id)
+        assigned = f"{topic}(0,1)"
+        assignment_width = max(20, len(assigned))
         header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'GROUP-INSTANCE-ID':<17} "
-                  f"{'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} ASSIGNMENT")
+                  f"{'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} {'CURRENT-EPOCH':<15} "
+                  f"{'CURRENT-ASSIGNMENT':<{assignment_width}} {'TARGET-EPOCH':<15} "
+                  "TARGET-ASSIGNMENT")
         row = (f"{group:<15} {member_id} {'instance-1':<17} {'/127.0.0.1':<15} "
-               f"{'cli-static':<15} {2:<15} {topic}(0,1)")
+               f"{'cli-static':<15} {2:<15} {'-':<15} {assigned:<{assignment_width}} "
+               f"{'-':<15} -")
         assert code == 0 and out.splitlines()[1:] == [header, row]
     finally:
         member.stop()
@@ -319,3 +335,47 @@ def test_duration_and_datetime_parsing():
         parse_duration_ms("1 hour")
     with pytest.raises(consumer_groups.CommandError):
         parse_datetime_ms("yesterday")
+
+
+def test_describe_consumer_protocol_group(broker, admin, topic, capsys):
+    """A KIP-848 group as Kafka 4.0's tool shows it (ConsumerGroupDescribe): the server
+    assignor as ASSIGNMENT-STRATEGY, the group and member epochs and target assignments with
+    --verbose, type Consumer in --list --type."""
+    group = f"kip848-{uuid.uuid4().hex[:6]}"
+    member = OdradekMember(broker.bootstrap, group, topic, **{"client.id": "cli-848"})
+    member.start()
+    try:
+        wait_for(lambda: len(member.owned) == 2, 30, "the member owns both partitions")
+        described = admin.describe_groups([group])[group]
+        assert described.type == "consumer" and described.protocol == "uniform"
+        (info,) = described.members
+        epoch = info.member_epoch
+        assert epoch == described.group_epoch == described.target_assignment_epoch
+        assigned = f"{topic}(0,1)"
+        width, assignment_width = len(info.member_id), max(20, len(assigned))
+
+        code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--members",
+                            "--verbose")
+        header = (f"{'GROUP':<15} {'CONSUMER-ID':<{width}} {'HOST':<15} {'CLIENT-ID':<15} "
+                  f"{'#PARTITIONS':<15} {'CURRENT-EPOCH':<15} "
+                  f"{'CURRENT-ASSIGNMENT':<{assignment_width}} {'TARGET-EPOCH':<15} "
+                  "TARGET-ASSIGNMENT")
+        row = (f"{group:<15} {info.member_id} {'/127.0.0.1':<15} {'cli-848':<15} {2:<15} "
+               f"{epoch:<15} {assigned:<{assignment_width}} {epoch:<15} {assigned}")
+        assert code == 0 and out.splitlines()[1:] == [header, row]
+
+        code, out, _ = tool(broker, capsys, "--describe", "--group", group, "--state",
+                            "--verbose")
+        coordinator = f"{broker.host}:{broker.port} (1)"
+        assert out == (f"\n{'GROUP':<25} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
+                       f"{'STATE':<15} {'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} "
+                       f"#MEMBERS\n{group:<25} {coordinator:<25} {'uniform':<20} "
+                       f"{'Stable':<15} {epoch:<15} {epoch:<25} 1\n")
+
+        code, out, _ = tool(broker, capsys, "--list", "--type")
+        assert f"{group:<25} {'Consumer':<20}" in out.splitlines()
+        code, out, _ = tool(broker, capsys, "--list", "--type", "consumer")
+        assert group in out and "Classic" not in out
+    finally:
+        member.stop.set()
+        member.join(30)

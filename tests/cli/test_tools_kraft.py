@@ -132,38 +132,46 @@ def test_add_and_remove_controller_refused_by_a_static_quorum(node, meta, capsys
 # features
 
 
-DESCRIBE_LINE = re.compile(r"Feature: metadata\.version\tSupportedMinVersion: 3\.0-IV1\t"
-                           r"SupportedMaxVersion: 3\.8-IV0\tFinalizedVersionLevel: (\S+)\t"
-                           r"Epoch: (\d+)\n")
+# Kafka 4.0's kafka-features.sh describe: every supported feature, sorted by name.
+DESCRIBE_LINES = re.compile(
+    r"Feature: group\.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+    r"FinalizedVersionLevel: 1\tEpoch: (?P<epoch>\d+)\n"
+    r"Feature: kraft\.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+    r"FinalizedVersionLevel: 0\tEpoch: (?P=epoch)\n"
+    r"Feature: metadata\.version\tSupportedMinVersion: 3\.3-IV3\t"
+    r"SupportedMaxVersion: 4\.0-IV3\tFinalizedVersionLevel: (?P<level>\S+)\t"
+    r"Epoch: (?P=epoch)\n"
+    r"Feature: transaction\.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+    r"FinalizedVersionLevel: 0\tEpoch: (?P=epoch)\n")
 
 
 def describe(capsys, node) -> tuple[str, int]:
     """(finalized metadata.version, epoch) as `features describe` prints them."""
     code, out, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "describe")
     assert code == 0, err
-    match = DESCRIBE_LINE.fullmatch(out)
+    match = DESCRIBE_LINES.fullmatch(out)
     assert match, out
-    return match[1], int(match[2])
+    return match["level"], int(match["epoch"])
 
 
 def test_features_describe(node, capsys):
     level, epoch = describe(capsys, node)
-    assert level == "3.8-IV0" and epoch > 0
+    assert level == "4.0-IV3" and epoch > 0
 
 
 def test_features_upgrade_and_downgrade(node, capsys):
     _, epoch = describe(capsys, node)
     # Upgrading to the level the cluster has is a success (the level is written again).
     code, out, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "upgrade",
-                         "--metadata", "3.8")
-    assert (code, out, err) == (0, "metadata.version was upgraded to 20.\n", "")
+                         "--metadata", "4.0")
+    assert (code, out, err) == (0, "metadata.version was upgraded to 25.\n", "")
     level, epoch_after = describe(capsys, node)
-    assert level == "3.8-IV0" and epoch_after > epoch
-    # 3.7-IV3 .. 3.8-IV0 did not change the metadata: a safe downgrade would lose nothing.
+    assert level == "4.0-IV3" and epoch_after > epoch
+    # 4.0-IV2 .. 4.0-IV3 did not change the metadata: a safe downgrade would lose nothing.
     code, out, _ = run(capsys, features, "--bootstrap-server", node.bootstrap, "downgrade",
-                       "--feature", "metadata.version=19", "--dry-run")
-    assert (code, out) == (0, "metadata.version can be downgraded to 19.\n")
-    assert describe(capsys, node)[0] == "3.8-IV0"
+                       "--feature", "metadata.version=23", "--dry-run")
+    assert (code, out) == (0, "metadata.version can be downgraded to 23.\n")
+    assert describe(capsys, node)[0] == "4.0-IV3"
 
 
 def test_features_refusals(node, capsys):
@@ -172,33 +180,33 @@ def test_features_refusals(node, capsys):
         assert (code, err) == (1, "1 out of 1 operation(s) failed.\n")
         return out
 
-    assert refused("upgrade", "--feature", "metadata.version=21") == (
-        "Could not upgrade metadata.version to 21. Invalid update version 21 for feature "
-        "metadata.version. Local controller 1 only supports versions 1-20\n")
-    assert refused("downgrade", "--metadata", "3.7-IV1") == (
-        "Could not downgrade metadata.version to 16. Invalid metadata.version 16. Refusing to "
+    assert refused("upgrade", "--feature", "metadata.version=26") == (
+        "Could not upgrade metadata.version to 26. Invalid update version 26 for feature "
+        "metadata.version. Local controller 1 only supports versions 7-25\n")
+    assert refused("downgrade", "--metadata", "4.0-IV0") == (
+        "Could not downgrade metadata.version to 22. Invalid metadata.version 22. Refusing to "
         "perform the requested downgrade because it might delete metadata information.\n")
-    assert refused("downgrade", "--metadata", "3.7-IV1", "--unsafe", "--dry-run") == (
-        "Can not downgrade metadata.version to 16. Invalid metadata.version 16. Unsafe "
+    assert refused("downgrade", "--metadata", "4.0-IV0", "--unsafe", "--dry-run") == (
+        "Can not downgrade metadata.version to 22. Invalid metadata.version 22. Unsafe "
         "metadata downgrade is not supported in this version.\n")
     assert refused("disable", "--feature", "metadata.version") == (
         "Could not disable metadata.version. Invalid update version 0 for feature "
-        "metadata.version. Local controller 1 only supports versions 1-20\n")
-    assert refused("upgrade", "--feature", "group.version=1") == (
-        "Could not upgrade group.version to 1. Invalid update version 1 for feature "
-        "group.version. Local controller 1 does not support this feature.\n")
+        "metadata.version. Local controller 1 only supports versions 7-25\n")
+    assert refused("upgrade", "--feature", "transaction.version=2") == (
+        "Could not upgrade transaction.version to 2. Invalid update version 2 for feature "
+        "transaction.version. Local controller 1 only supports versions 0-1\n")
     code, _, err = run(capsys, features, "--bootstrap-server", node.bootstrap, "upgrade")
     assert (code, err) == (1, "You must specify at least one feature to upgrade\n")
-    assert describe(capsys, node)[0] == "3.8-IV0"
+    assert describe(capsys, node)[0] == "4.0-IV3"
 
 
 def test_features_update_on_a_controller_listener(node, capsys):
     """Controller listeners serve UpdateFeatures (Kafka 4.0: listeners controller and broker),
     carried out by the active controller."""
     code, out, err = run(capsys, features, "--bootstrap-controller",
-                         f"127.0.0.1:{node.controller_port}", "upgrade", "--metadata", "3.8")
+                         f"127.0.0.1:{node.controller_port}", "upgrade", "--metadata", "4.0")
     assert (code, err) == (0, "")
-    assert out == "metadata.version was upgraded to 20.\n"
+    assert out == "metadata.version was upgraded to 25.\n"
 
 
 # ------------------------------------------------------------------------------------------
@@ -217,7 +225,7 @@ def test_dump_cluster_metadata_log(node, capsys):
     assert any(re.fullmatch(
         r'\| offset: \d+ CreateTime: \d+ keySize: -1 valueSize: \d+ sequence: -1 headerKeys: \[\] '
         r'payload: \{"type":"FEATURE_LEVEL_RECORD","version":0,"data":\{"name":'
-        r'"metadata\.version","featureLevel":20\}\}', line) for line in records)
+        r'"metadata\.version","featureLevel":25\}\}', line) for line in records)
     topic = next(line for line in records if '"type":"TOPIC_RECORD"' in line)
     assert f'"name":"{TOPIC}"' in topic
     assert sum('"type":"PARTITION_RECORD"' in line and '"topicId":' in line
@@ -284,7 +292,7 @@ def test_shell_ls_and_cat(metadata_copy, node, capsys):
     assert TOPIC in out.split()
     _, out, _ = run(capsys, metadata_shell, "-s", segment, "cat",
                     "/image/features/metadataVersion")
-    assert out == "3.8-IV0\n"
+    assert out == "4.0-IV3\n"
     _, out, _ = run(capsys, metadata_shell, "-s", segment, "ls", f"/image/topics/byName/{TOPIC}")
     assert out.split() == ["0", "1", "id", "name"]
     _, out, _ = run(capsys, metadata_shell, "-s", segment, "cat",
@@ -305,9 +313,10 @@ def test_shell_ls_and_cat(metadata_copy, node, capsys):
 def test_shell_directory_find_and_tree(metadata_copy, capsys):
     code, out, _ = run(capsys, metadata_shell, "--snapshot", str(metadata_copy), "find",
                        "/image/features")
-    assert (code, out) == (0, "/image/features\n/image/features/metadataVersion\n")
+    assert (code, out) == (0, ("/image/features\n/image/features/finalized_group.version\n"
+                              "/image/features/metadataVersion\n"))
     _, out, _ = run(capsys, metadata_shell, "-s", str(metadata_copy), "tree", "/image/features")
-    assert out == "metadataVersion:\n  3.8-IV0\n"
+    assert out == "finalized_group.version:\n  1\nmetadataVersion:\n  4.0-IV3\n"
     # Globs, as Kafka's shell expands them (ls of a file prints its name, cat its content).
     _, out, _ = run(capsys, metadata_shell, "-s", str(metadata_copy), "cat",
                     "/image/topics/byName/*/name")

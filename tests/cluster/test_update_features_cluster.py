@@ -57,15 +57,15 @@ def finalized_level(cluster: QuorumCluster, node_id: int) -> int | None:
 
 def test_update_features_on_a_broker_is_forwarded_to_the_controller(cluster):
     # The controller's own range check answers, naming itself.
-    refusal = ("Invalid update version 21 for feature metadata.version. Local controller 1 "
-               "only supports versions 1-20")
-    assert update(cluster, 21, UPGRADE) == {MV: (ErrorCode.INVALID_UPDATE_VERSION.code,
+    refusal = ("Invalid update version 26 for feature metadata.version. Local controller 1 "
+               "only supports versions 7-25")
+    assert update(cluster, 26, UPGRADE) == {MV: (ErrorCode.INVALID_UPDATE_VERSION.code,
                                                  refusal)}
-    assert update(cluster, 19, SAFE_DOWNGRADE) == {MV: (ErrorCode.NONE.code, None)}
+    assert update(cluster, 24, SAFE_DOWNGRADE) == {MV: (ErrorCode.NONE.code, None)}
     for node_id in (CONTROLLER, BROKER):
-        wait_until(lambda node_id=node_id: finalized_level(cluster, node_id) == 19, SETTLE_S,
-                   interval=0.1, message=f"node {node_id} at metadata.version 19")
-    assert update(cluster, 20, UPGRADE) == {MV: (ErrorCode.NONE.code, None)}
+        wait_until(lambda node_id=node_id: finalized_level(cluster, node_id) == 24, SETTLE_S,
+                   interval=0.1, message=f"node {node_id} at metadata.version 24")
+    assert update(cluster, 25, UPGRADE) == {MV: (ErrorCode.NONE.code, None)}
     for node_id in (CONTROLLER, BROKER):
-        wait_until(lambda node_id=node_id: finalized_level(cluster, node_id) == 20, SETTLE_S,
-                   interval=0.1, message=f"node {node_id} at metadata.version 20")
+        wait_until(lambda node_id=node_id: finalized_level(cluster, node_id) == 25, SETTLE_S,
+                   interval=0.1, message=f"node {node_id} at metadata.version 25")

@@ -13,9 +13,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer as LibrdkafkaConsumer
+from confluent_kafka import KafkaException, Producer
 
-from odradek.client import Admin, NewTopic
+from odradek.client import Admin, Consumer, ConsumerRebalanceListener, NewTopic
+from odradek.protocol.errors import KafkaError
 
 # Short sessions and frequent heartbeats keep rebalances quick in tests.
 FAST_GROUP_CONFIG = {
@@ -51,7 +53,7 @@ class ThreadMember(threading.Thread):
         self.member_id: str | None = None
 
     def run(self) -> None:
-        consumer = Consumer(self.config)
+        consumer = LibrdkafkaConsumer(self.config)
 
         def on_assign(_consumer: Any, partitions: list[Any]) -> None:
             self.assign_calls.append(sorted(p.partition for p in partitions))
@@ -165,3 +167,92 @@ def produce_spread(bootstrap: str, topic: str, partitions: int, start: int,
         producer.produce(topic, key=str(i).encode(), value=str(i).encode(),
                          partition=i % partitions)
     assert producer.flush(30) == 0
+
+
+# ------------------------------------------------------------------------------------------
+# members of KIP-848 groups (tests and bench/group_protocol_bench.py)
+
+
+class Recorder(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.revoked: list[set[int]] = []
+        self.assigned: list[set[int]] = []
+        self.lost: list[set[int]] = []
+
+    def on_partitions_revoked(self, partitions):
+        self.revoked.append({tp.partition for tp in partitions})
+
+    def on_partitions_assigned(self, partitions):
+        self.assigned.append({tp.partition for tp in partitions})
+
+    def on_partitions_lost(self, partitions):
+        self.lost.append({tp.partition for tp in partitions})
+
+
+class OdradekMember(threading.Thread):
+    """Odradek's consumer (group.protocol=consumer) polling in its own thread; it commits what
+    it polled after every poll."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **config) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False, **config})
+        self.topic = topic
+        self.listener = Recorder()
+        self.owned: set[int] = set()
+        self.values: list[int] = []
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic], listener=self.listener)
+        try:
+            while not self.stop.is_set():
+                records = self.consumer.poll(50)
+                if records:
+                    self.values.extend(_number_or_bytes(r.value) for r in records)
+                    try:
+                        self.consumer.commit()
+                    except KafkaError as exc:  # a commit racing a revocation: redelivered
+                        self.errors.append(repr(exc))
+                self.owned = {tp.partition for tp in self.consumer.assignment()}
+        finally:
+            self.consumer.close()
+
+
+class LibrdkafkaMember(threading.Thread):
+    def __init__(self, bootstrap: str, group: str, topic: str,
+                 protocol: str = "consumer") -> None:
+        super().__init__(daemon=True)
+        config = {"bootstrap.servers": bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        if protocol == "consumer":
+            config["group.protocol"] = "consumer"
+        else:  # classic, cooperative, with quick heartbeats
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                           "partition.assignment.strategy": "cooperative-sticky"})
+        self.consumer = LibrdkafkaConsumer(config)
+        self.topic = topic
+        self.owned: set[int] = set()
+        self.values: list[int] = []
+        self.revoked: list[set[int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        def on_revoke(_consumer, partitions):
+            self.revoked.append({p.partition for p in partitions})
+
+        self.consumer.subscribe([self.topic], on_revoke=on_revoke)
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.05)
+            if message is not None and message.error() is None:
+                self.values.append(_number_or_bytes(message.value()))
+                self.consumer.commit(message, asynchronous=False)
+            self.owned = {tp.partition for tp in self.consumer.assignment()}
+        self.consumer.close()
+
+
+def _number_or_bytes(value: bytes) -> int | bytes:
+    """Records of produce_spread are numbers; other tests' records stay bytes."""
+    return int(value) if value.isdigit() else value

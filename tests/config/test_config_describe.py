@@ -81,12 +81,30 @@ def test_static_broker_entries():
 
 def test_dynamic_broker_values_win():
     config = broker()
-    per_broker = by_name(broker_config_entries(config, {"num.io.threads": "4"}, per_broker=True))
+    per_broker = by_name(broker_config_entries(config, {}, {"num.io.threads": "4"}))
     assert (per_broker["num.io.threads"].value, per_broker["num.io.threads"].source) == (
         "4", ConfigSource.DYNAMIC_BROKER_CONFIG)
-    cluster = by_name(broker_config_entries(config, {"num.io.threads": "4"}, per_broker=False))
+    cluster = by_name(broker_config_entries(config, {"num.io.threads": "4"}, None))
     assert cluster["num.io.threads"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     assert cluster["num.network.threads"].source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_a_broker_inherits_the_cluster_wide_default_with_its_source_and_synonyms():
+    """Kafka: per broker, the source is the highest synonym (own dynamic > cluster-wide
+    dynamic default > static > default)."""
+    config = broker()
+    inherited = by_name(broker_config_entries(config, {"num.io.threads": "4"}, {}))
+    threads = inherited["num.io.threads"]
+    assert (threads.value, threads.source) == ("4", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert threads.synonyms == (
+        ConfigSynonym("num.io.threads", "4", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ConfigSynonym("num.io.threads", "8", ConfigSource.DEFAULT_CONFIG))
+    both = by_name(broker_config_entries(config, {"num.io.threads": "4"},
+                                         {"num.io.threads": "6"}))["num.io.threads"]
+    assert (both.value, both.source) == ("6", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert [s.source for s in both.synonyms] == [
+        ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.DEFAULT_CONFIG]
 
 
 def test_sources_carry_kafkas_admin_names_and_ids():

@@ -24,7 +24,7 @@ def quorum_controller(quorum: MetadataQuorum) -> QuorumController:
         quorum,
         ControllerState(num_partitions=1, default_replication_factor=1,
                         config_validator=validate_topic_props, rng=random.Random(1)),
-        is_dynamic_broker_config=lambda name: False, list_topic_configs=frozenset())
+        is_dynamic_broker_config=lambda name: False)
 
 
 async def registered_quorum(log: Log, flush: HeldFlush | None = None) -> MetadataQuorum:

@@ -44,7 +44,7 @@ async def started(tmp_path, config: dict | None = None) -> tuple[QuorumControlle
         quorum,
         ControllerState(num_partitions=1, default_replication_factor=1,
                         config_validator=validate_topic_props, rng=random.Random(1)),
-        is_dynamic_broker_config=lambda name: False, list_topic_configs=frozenset(),
+        is_dynamic_broker_config=lambda name: False,
         cluster_id=CLUSTER_ID, session_timeout_ms=SESSION_MS, clock=clock,
         broker_config=config or {})
     await quorum.become_leader()

@@ -211,8 +211,7 @@ def topic_with_configs(configs: Mapping[str, str]) -> MetadataImage:
 
 def alter(image: MetadataImage, ops: list[tuple[str, int, str | None]], *, incremental: bool,
           resource_type: int = RESOURCE_TOPIC, name: str = "t"):
-    return controller().alter_configs(image, resource_type, name, ops, incremental=incremental,
-                                      list_keys={"cleanup.policy"})
+    return controller().alter_configs(image, resource_type, name, ops, incremental=incremental)
 
 
 def test_legacy_alter_configs_replaces_the_whole_set():
@@ -237,6 +236,24 @@ def test_incremental_alter_configs_set_delete_append_subtract():
     assert image.topic_config("t") == {"segment.ms": "60000", "cleanup.policy": "delete,compact"}
     result, records = alter(image, [("cleanup.policy", OP_SUBTRACT, "delete")], incremental=True)
     assert replay_all(image, records).topic_config("t")["cleanup.policy"] == "compact"
+
+
+def test_append_to_a_default_cleanup_policy_gives_delete_compact():
+    """Kafka starts APPEND from the default when the topic does not set the key."""
+    image = topic_with_configs({})
+    result, records = alter(image, [("cleanup.policy", OP_APPEND, "compact")], incremental=True)
+    assert result.error == ErrorCode.NONE
+    assert replay_all(image, records).topic_config("t") == {"cleanup.policy": "delete,compact"}
+    result, records = alter(image, [("cleanup.policy", OP_SUBTRACT, "delete")], incremental=True)
+    assert replay_all(image, records).topic_config("t") == {"cleanup.policy": ""}
+
+
+def test_append_to_a_non_list_config_is_refused_with_kafkas_message():
+    result, records = alter(topic_with_configs({}), [("retention.ms", OP_SUBTRACT, "1")],
+                            incremental=True)
+    assert (result.error, result.message, records) == (
+        ErrorCode.INVALID_CONFIG,
+        "Can't SUBTRACT to key retention.ms because its type is not LIST.", [])
 
 
 def test_alter_configs_that_change_nothing_produce_no_records():

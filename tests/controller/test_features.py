@@ -61,9 +61,12 @@ def invalid(message: str) -> tuple[ErrorCode, str]:
     return ErrorCode.INVALID_UPDATE_VERSION, message
 
 
-def test_the_table_is_kafka_3_8():
-    assert LATEST_METADATA_VERSION == 20 and METADATA_VERSIONS[-1] == ("3.8-IV0", False)
-    assert SUPPORTED_FEATURES == {MV: (1, 20)}
+def test_the_table_is_kafka_4_0():
+    assert LATEST_METADATA_VERSION == 25 and METADATA_VERSIONS[-1] == ("4.0-IV3", False)
+    assert METADATA_VERSIONS[20:] == (("3.9-IV0", False), ("4.0-IV0", False),
+                                      ("4.0-IV1", True), ("4.0-IV2", False), ("4.0-IV3", False))
+    assert SUPPORTED_FEATURES == {MV: (7, 25), "kraft.version": (0, 1),
+                                  "group.version": (0, 1), "transaction.version": (0, 1)}
     assert [name for name, _ in METADATA_VERSIONS[:4]] == ["3.0-IV1", "3.1-IV0", "3.2-IV0",
                                                             "3.3-IV0"]
 
@@ -84,18 +87,18 @@ def test_upgrade_writes_the_new_level():
 def test_validate_only_checks_but_writes_nothing():
     results, records = run(image_with(15), FeatureUpdate(MV, 20), validate_only=True)
     assert results == {MV: ok()} and records == []
-    results, records = run(image_with(20), FeatureUpdate(MV, 21), validate_only=True)
+    results, records = run(image_with(25), FeatureUpdate(MV, 26), validate_only=True)
     assert results[MV][0] == ErrorCode.INVALID_UPDATE_VERSION and records == []
 
 
 def test_a_level_the_local_controller_does_not_support():
-    assert run(image_with(20), FeatureUpdate(MV, 21))[0] == {MV: invalid(
-        "Invalid update version 21 for feature metadata.version. Local controller 1 only "
-        "supports versions 1-20")}
+    assert run(image_with(25), FeatureUpdate(MV, 26))[0] == {MV: invalid(
+        "Invalid update version 26 for feature metadata.version. Local controller 1 only "
+        "supports versions 7-25")}
     # level 0 would remove metadata.version: outside the supported range too
     assert run(image_with(20), FeatureUpdate(MV, 0, SAFE_DOWNGRADE))[0] == {MV: invalid(
         "Invalid update version 0 for feature metadata.version. Local controller 1 only "
-        "supports versions 1-20")}
+        "supports versions 7-25")}
 
 
 def test_an_unknown_feature_is_not_supported():
@@ -186,12 +189,11 @@ def test_metadata_version_downgrade_that_would_lose_metadata_is_refused():
         "version.")}
 
 
-def test_metadata_version_cannot_go_below_3_3_iv0():
-    assert run(image_with(20), FeatureUpdate(MV, 3, UNSAFE_DOWNGRADE))[0] == {MV: invalid(
-        "Invalid metadata.version 3. Unable to set a metadata.version less than 3.3-IV0")}
-    # an older cluster cannot upgrade to such a level either
-    assert run(image_with(2), FeatureUpdate(MV, 3))[0] == {MV: invalid(
-        "Invalid metadata.version 3. Unable to set a metadata.version less than 3.3-IV0")}
+def test_metadata_version_cannot_go_below_3_3_iv3():
+    """Kafka 4.0 supports 3.3-IV3 (7) and up: an older level is outside the local range."""
+    assert run(image_with(20), FeatureUpdate(MV, 6, UNSAFE_DOWNGRADE))[0] == {MV: invalid(
+        "Invalid update version 6 for feature metadata.version. Local controller 1 only "
+        "supports versions 7-25")}
 
 
 def test_checks_in_kafkas_order():
@@ -217,7 +219,7 @@ def test_each_feature_has_its_own_result_and_successes_are_written():
 
 
 def test_a_feature_named_twice_takes_its_last_update():
-    results, records = run(image_with(15), FeatureUpdate(MV, 21), FeatureUpdate(MV, 18))
+    results, records = run(image_with(15), FeatureUpdate(MV, 26), FeatureUpdate(MV, 18))
     assert results == {MV: ok()}
     assert records == [m.FeatureLevelRecord(name=MV, feature_level=18)]
 

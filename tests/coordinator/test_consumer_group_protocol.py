@@ -3,8 +3,11 @@ timeouts, bad input and reload, on a ManualClock with real offsets-partition log
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
 
+from odradek.coordinator import JoinRequest
 from odradek.coordinator.consumer_assignment import (
     AssignmentSpec,
     range_assign,
@@ -238,27 +241,44 @@ def test_offset_commit_with_member_epoch(tmp_path):
                                 generation=joined.member_epoch)
             assert set(ok.values()) == {ErrorCode.NONE}
             assert h.committed("g") == {("t", 0): 5}
+            # OffsetFetch v9+ names the member: its current epoch only (Kafka's
+            # validateOffsetFetch); a request naming no member (admin) is served.
+            fetch = h.coordinator.fetch_offsets
+            assert fetch("g", None, member_id="a", member_epoch=joined.member_epoch)[0] == \
+                ErrorCode.NONE
+            assert fetch("g", None, member_id="a", member_epoch=joined.member_epoch + 1)[0] == \
+                ErrorCode.STALE_MEMBER_EPOCH
+            assert fetch("g", None, member_id="nobody", member_epoch=1)[0] == \
+                ErrorCode.UNKNOWN_MEMBER_ID
+            assert fetch("g", None, member_id=None, member_epoch=-1)[0] == ErrorCode.NONE
             _, groups = h.coordinator.list_groups()
             assert [(g.group_id, g.group_type, g.state) for g in groups] == \
                 [("g", "consumer", "Stable")]
-            # A classic member cannot join the consumer group.
-            classic = await h.join_new("g")
-            assert classic.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            # A classic member of another protocol type cannot join the consumer group.
+            other = await h.coordinator.join_group(JoinRequest(
+                group_id="g", member_id="", group_instance_id=None, client_id="c",
+                client_host="/h", session_timeout_ms=10_000, rebalance_timeout_ms=5_000,
+                protocol_type="connect", protocols=[("range", b"")]))
+            assert other.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         finally:
             await h.close()
 
     run(scenario())
 
 
-def test_classic_group_id_refused_to_a_consumer_member(tmp_path):
+def test_classic_group_not_upgraded_when_the_policy_forbids_it(tmp_path):
+    """group.consumer.migration.policy=downgrade (or disabled): a consumer member cannot join a
+    non-empty classic group (GROUP_ID_NOT_FOUND, as Kafka)."""
     async def scenario():
         h = await _harness(tmp_path)
+        h.coordinator.consumer_groups.config = dataclasses.replace(
+            h.coordinator.consumer_groups.config, migration_policy="downgrade")
         try:
-            import asyncio
             join = asyncio.ensure_future(h.join_new("g"))
             await h.advance_until(join)
             result = await _hb(h, "a", 0)
             assert result.error == ErrorCode.GROUP_ID_NOT_FOUND
+            assert h.manager.get_group("g").consumer is None
         finally:
             await h.close()
 

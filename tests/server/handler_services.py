@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.topic import validate_topic_props
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState
 from odradek.controller.quorum import METADATA_TOPIC, MetadataQuorum
@@ -162,7 +162,6 @@ class HandlerNode:
                 config_validator=validate_topic_props,
             ),
             is_dynamic_broker_config=config.is_dynamic,
-            list_topic_configs=LIST_TOPIC_CONFIGS,
         )
         await self.controller.bootstrap_metadata_version(METADATA_VERSION_LEVEL)
         self.broker_epoch = await self.register_broker(NODE_ID)

@@ -104,7 +104,7 @@ def test_server_start_without_a_config_formats_once_and_serves(tmp_path):
     data = tmp_path / "odradek-data"
     cluster_id = parse_properties((data / "meta.properties").read_text())["cluster.id"]
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", cluster_id)
-    assert "Formatting ./odradek-data with metadata.version 3.8-IV0." in first
+    assert "Formatting ./odradek-data with metadata.version 4.0-IV3." in first
     assert f"Formatted new storage with cluster id {cluster_id}" in first
     assert f"started (cluster {cluster_id})" in first
     assert (data / ".kafka_cleanshutdown").exists()

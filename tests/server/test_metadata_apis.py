@@ -69,9 +69,9 @@ def test_api_versions_advertises_the_api_table_versions(tmp_path, version):
         assert set(advertised) == set(SERVED_VERSIONS)
         for api_key, (low, high) in advertised.items():
             assert low == SERVED_VERSIONS[api_key]
-            # The spec's newest, except where transactions v2 would start (KIP-890 part 2).
             assert high == MAX_VERSION_OVERRIDES.get(api_key, m.API_BY_KEY[api_key].max_version)
-        assert (advertised[24][1], advertised[26][1]) == (4, 4)
+        # Advertised as Kafka 4.0 does (transactions v2 is gated by transaction.version).
+        assert (advertised[24][1], advertised[26][1]) == (5, 5)
 
     run_with_node(tmp_path, scenario)
 
@@ -94,13 +94,18 @@ def test_api_versions_v3_reports_supported_and_finalized_features(tmp_path):
     async def scenario(node: HandlerNode) -> None:
         resp = await node.call(node.metadata_apis.api_versions, api_versions_request(), 3)
         supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
-        assert supported[METADATA_VERSION_FEATURE] == (1, METADATA_VERSION_LEVEL)
+        # v3 leaves out the features whose lowest level is 0 (KAFKA-17011)
+        assert supported == {METADATA_VERSION_FEATURE: (7, METADATA_VERSION_LEVEL)}
         finalized = {f.name: (f.min_version_level, f.max_version_level)
                      for f in resp.finalized_features}
-        assert finalized == {METADATA_VERSION_FEATURE:
-                             (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL)}
+        assert finalized[METADATA_VERSION_FEATURE] == (METADATA_VERSION_LEVEL,
+                                                       METADATA_VERSION_LEVEL)
         # The epoch of the finalized features is the metadata offset they were read at.
         assert resp.finalized_features_epoch == node.cache.image.offset >= 0
+        resp = await node.call(node.metadata_apis.api_versions, api_versions_request(), 4)
+        assert {f.name: (f.min_version, f.max_version) for f in resp.supported_features} == {
+            METADATA_VERSION_FEATURE: (7, METADATA_VERSION_LEVEL), "group.version": (0, 1),
+            "kraft.version": (0, 1), "transaction.version": (0, 1)}
 
     run_with_node(tmp_path, scenario)
 

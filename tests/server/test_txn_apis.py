@@ -279,3 +279,22 @@ def test_produce_without_verification(tmp_path):
 
     run_with_node(tmp_path, scenario,
                   overrides(**{"transaction.partition.verification.enable": "false"}))
+
+
+def test_end_txn_v5_is_refused_without_transactions_v2(tmp_path):
+    """EndTxn v5 (advertised as Kafka 4.0 does) means transactions v2, which Odradek does not
+    support: refused with UNSUPPORTED_VERSION, the transaction left as it was."""
+    async def scenario(node: HandlerNode) -> None:
+        await create_topic(node, "orders5", 1)
+        await coordinator_ready(node, "tx5")
+        first = await init(node, "tx5")
+        pid, epoch = first.producer_id, first.producer_epoch
+        added = await node.call(node.transaction_apis.add_partitions_to_txn,
+                                add_request("tx5", pid, epoch, {"orders5": [0]}), 3)
+        assert set(add_errors(added).values()) == {ErrorCode.NONE}
+        ended = await node.call(node.transaction_apis.end_txn, m.EndTxnRequest(
+            transactional_id="tx5", producer_id=pid, producer_epoch=epoch, committed=True), 5)
+        assert ended.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert node.transaction_coordinator.describe("tx5")[1].state.state_name == "Ongoing"
+
+    run_with_node(tmp_path, scenario, TXN_PARTITIONS)

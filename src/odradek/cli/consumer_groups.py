@@ -532,14 +532,29 @@ class ConsumerGroupService:
                       _pad(partitions, 15)]
             return " ".join(cells) + " "
 
+        # Kafka 4.0 (KIP-1099): --verbose shows each member's epoch and assignment and the
+        # group's target assignment epoch and the member's target ("-" for classic groups).
+        current_width = max([20, *(len(_assignment_text(m.assignment)) for m in members)])
+
+        def epochs(current_epoch: Any, current: str, target_epoch: Any, target: str) -> str:
+            return f"{_pad(current_epoch, 15)} {_pad(current, current_width)} " \
+                f"{_pad(target_epoch, 15)} {target}"
+
         header = line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
                       "#PARTITIONS")
-        self.write("\n" + header + ("ASSIGNMENT" if verbose else "") + "\n")
+        if verbose:
+            header += epochs("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH",
+                             "TARGET-ASSIGNMENT")
+        self.write("\n" + header + "\n")
+        consumer_group = group.type == "consumer"
         for member in members:
             text = line(group.group_id, member.member_id, member.group_instance_id or "",
                         member.host, member.client_id, len(member.assignment))
             if verbose:
-                text += _assignment_text(member.assignment)
+                text += epochs(
+                    _show(member.member_epoch), _assignment_text(member.assignment),
+                    _show(group.target_assignment_epoch),
+                    _assignment_text(member.target_assignment) if consumer_group else MISSING)
             self.write(text + "\n")
 
     def _print_state(self, group: GroupDescription) -> None:
@@ -549,13 +564,20 @@ class ConsumerGroupService:
         coordinator = f"{node.host}:{node.port} ({node.id})"
         width = max(25, len(coordinator))
 
-        def line(*values: Any) -> str:
-            return (f"\n{_pad(values[0], width)} {_pad(values[1], 25)} {_pad(values[2], 20)} "
-                    f"{_pad(values[3], 15)} {values[4]}")
+        verbose = self.options.has("verbose")
 
-        self.write(line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
+        def line(*values: Any) -> str:
+            text = (f"\n{_pad(values[0], width)} {_pad(values[1], 25)} {_pad(values[2], 20)} "
+                    f"{_pad(values[3], 15)} ")
+            if verbose:  # Kafka 4.0 (KIP-1099): the group's epochs
+                text += f"{_pad(values[5], 15)} {_pad(values[6], 25)} "
+            return text + f"{values[4]}"
+
+        self.write(line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS",
+                        "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"))
         self.write(line(group.group_id, coordinator, group.protocol, group.state,
-                        len(group.members)) + "\n")
+                        len(group.members), _show(group.group_epoch),
+                        _show(group.target_assignment_epoch)) + "\n")
 
     # -- --delete
     async def delete_groups(self) -> bool:

@@ -1,11 +1,14 @@
-"""`odradek features`: Kafka's kafka-features.sh (FeatureCommand, Kafka 3.8).
+"""`odradek features`: Kafka's kafka-features.sh (FeatureCommand, Kafka 4.0).
 
     odradek features --bootstrap-server HOST:PORT describe
 
-prints one line per feature the node supports, from its ApiVersions answer (supported features,
-finalized features and their epoch)::
+prints one line per feature the node supports, sorted by name, from its ApiVersions answer
+(supported features, finalized features and their epoch; a feature not finalized shows 0)::
 
-    Feature: metadata.version	SupportedMinVersion: 3.0-IV1	SupportedMaxVersion: 3.8-IV0	FinalizedVersionLevel: 3.8-IV0	Epoch: 6
+    Feature: group.version	SupportedMinVersion: 0	SupportedMaxVersion: 1	FinalizedVersionLevel: 1	Epoch: 6
+    Feature: kraft.version	SupportedMinVersion: 0	SupportedMaxVersion: 1	FinalizedVersionLevel: 0	Epoch: 6
+    Feature: metadata.version	SupportedMinVersion: 3.3-IV3	SupportedMaxVersion: 4.0-IV3	FinalizedVersionLevel: 4.0-IV3	Epoch: 6
+    Feature: transaction.version	SupportedMinVersion: 0	SupportedMaxVersion: 1	FinalizedVersionLevel: 0	Epoch: 6
 
 metadata.version levels are printed by their release names (Kafka's MetadataVersion), other
 features by number. ``upgrade``, ``downgrade`` and ``disable`` send UpdateFeatures (any broker
@@ -38,9 +41,9 @@ from odradek.protocol.errors import KafkaError
 
 PROG = "kafka-features"
 METADATA_VERSION_FEATURE = "metadata.version"
-#: Kafka's MetadataVersion.MINIMUM_BOOTSTRAP_VERSION (3.3-IV0), the oldest level upgrade and
+#: Kafka 4.0's MetadataVersion.MINIMUM_VERSION (3.3-IV3), the oldest level upgrade and
 #: downgrade name in their error message.
-MINIMUM_BOOTSTRAP_VERSION = "3.3-IV0"
+MINIMUM_BOOTSTRAP_VERSION = "3.3-IV3"
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3  # UpdateFeatures' upgrade types
 
 

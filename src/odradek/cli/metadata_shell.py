@@ -9,7 +9,7 @@ as a broker does) and shown as Kafka's metadata tree::
 
     /local/version, /local/commitId
     /image/provenance                         offset, epoch and time of the last record
-    /image/features/metadataVersion           e.g. 3.8-IV0
+    /image/features/metadataVersion           e.g. 4.0-IV3
     /image/cluster/brokers/<id>               BrokerRegistration(id=1, epoch=2, ...)
     /image/cluster/controllers/               (controller registrations: not in Odradek's image)
     /image/topics/byName/<name>/{name,id,<partition>}
@@ -45,6 +45,7 @@ from typing import TextIO
 
 from odradek import __version__
 from odradek.cli.common import ToolArgumentParser, UsageExit
+from odradek.controller import features
 from odradek.metadata.image import (
     METADATA_VERSION_FEATURE,
     BrokerRegistration,
@@ -62,11 +63,8 @@ PROG = "kafka-metadata-shell"
 LOCK_FILE = ".lock"
 UNASSIGNED_DIRECTORY = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's DirectoryId.UNASSIGNED
 _SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
-_METADATA_VERSION_NAMES = (
-    "3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1", "3.3-IV2", "3.3-IV3", "3.4-IV0",
-    "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1", "3.6-IV2", "3.7-IV0", "3.7-IV1",
-    "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0",
-)
+# metadata.version names by level (level = index + 1): the controller's feature table.
+_METADATA_VERSION_NAMES = tuple(name for name, _changed in features.METADATA_VERSIONS)
 # ConfigResource.Type names by id.
 _CONFIG_RESOURCE_TYPES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER",
                           16: "CLIENT_METRICS", 32: "GROUP"}

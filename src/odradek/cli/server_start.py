@@ -14,6 +14,7 @@ import sys
 from typing import TextIO
 
 from odradek import __version__
+from odradek.cli import log4j
 from odradek.cli.common import ToolArgumentParser, ToolError, configure_logging, run_tool
 from odradek.cli.storage import (
     format_directories,
@@ -112,6 +113,10 @@ def _build_parser() -> ToolArgumentParser:
     parser.add_argument("--override", action="append", default=[], metavar="property=value",
                         help="Optional property that overrides the value set in CONFIG "
                              "(repeatable).")
+    parser.add_argument("--log4j", metavar="FILE",
+                        help="log4j-style properties file configuring the logs (as "
+                             "KAFKA_LOG4J_OPTS=-Dlog4j.configuration=file:FILE), e.g. the "
+                             "request log kafka.request.logger.")
     parser.add_argument("--version", action="store_true", help="Print the version and exit.")
     return parser
 
@@ -121,6 +126,12 @@ def _run(argv: list[str]) -> int:
     if args.version:
         print(__version__)
         return 0
+    log4j_file = args.log4j or log4j.config_path_from_env()
+    if log4j_file is not None:
+        try:
+            log4j.configure(log4j_file)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ToolError(f"Cannot apply the log4j configuration {log4j_file}: {exc}") from exc
     config = build_config(args.config, args.override)
     prepare_storage(config, sys.stdout)
     sys.stdout.flush()

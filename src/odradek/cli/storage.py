@@ -45,8 +45,8 @@ from odradek.storage.checkpoint import (
     write_meta_properties,
 )
 
-# Kafka's metadata.version levels 1..20 (MetadataVersion 3.0-IV1 .. 3.8-IV0, all production
-# in Kafka 3.8); the level of a version is its index + 1.
+# Kafka's metadata.version levels 1..25 (MetadataVersion 3.0-IV1 .. 4.0-IV3; Kafka 4.0
+# supports 3.3-IV3 and up); the level of a version is its index + 1.
 # metadata.version names by level (level = index + 1): the controller's feature table.
 METADATA_VERSIONS = tuple(name for name, _changed in features.METADATA_VERSIONS)
 LATEST_METADATA_VERSION = METADATA_VERSIONS[-1]

@@ -279,20 +279,36 @@ class Cluster:
             task = _shared_task(self._connecting, address, self._open(address, timeout_ms))
         return await asyncio.shield(task)
 
-    async def _open(self, address: Address, timeout_ms: float) -> Connection:
+    async def open_dedicated(self, address: Address, deadline: Deadline | None = None
+                             ) -> Connection:
+        """A connection of its own to `address`, outside the pool, that the caller closes.
+        Kafka's consumer talks to its group coordinator this way: a broker answers one
+        connection's requests in order, so a heartbeat or JoinGroup must not queue behind the
+        long poll of a Fetch to the same broker."""
+        if self._closed:
+            raise KafkaConnectionError("The client is closed")
+        timeout_ms = self.config["socket.connection.setup.timeout.ms"]
+        if deadline is not None:
+            timeout_ms = max(1.0, deadline.cap(timeout_ms))
+        return await self._new_connection(address, timeout_ms)
+
+    async def _new_connection(self, address: Address, timeout_ms: float) -> Connection:
         host, port = address
+        return await Connection.open(
+            host, port,
+            node_id=self._node_id_of(address),
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            connect_timeout_ms=timeout_ms,
+            send_buffer_bytes=self.config["send.buffer.bytes"],
+            receive_buffer_bytes=self.config["receive.buffer.bytes"],
+            ssl_context=self.security.ssl_context,
+            sasl=self.security.sasl,
+        )
+
+    async def _open(self, address: Address, timeout_ms: float) -> Connection:
         try:
-            connection = await Connection.open(
-                host, port,
-                node_id=self._node_id_of(address),
-                client_id=self.client_id,
-                request_timeout_ms=self.request_timeout_ms,
-                connect_timeout_ms=timeout_ms,
-                send_buffer_bytes=self.config["send.buffer.bytes"],
-                receive_buffer_bytes=self.config["receive.buffer.bytes"],
-                ssl_context=self.security.ssl_context,
-                sasl=self.security.sasl,
-            )
+            connection = await self._new_connection(address, timeout_ms)
         except KafkaError:
             failures = self._failures.get(address, (0, 0.0))[0] + 1
             delay_ms = self.reconnect_backoff.delay_ms(failures - 1)

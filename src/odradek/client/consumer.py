@@ -42,6 +42,7 @@ from odradek.client.admin import AdminClient
 from odradek.client.admin_types import IsolationLevel, OffsetSpec
 from odradek.client.cluster import Cluster
 from odradek.client.config import COMMON_CONFIG, ClientConfig, ConfigKey, at_least, one_of
+from odradek.client.consumer_group_protocol import ConsumerGroupMembership
 from odradek.client.errors import KafkaTimeoutError
 from odradek.client.fetcher import ConsumerRecord, Deserializer, Fetcher, OffsetOutOfRangeError
 from odradek.client.group import ConsumerCoordinator, GroupOffsetStore, RebalanceListener
@@ -79,6 +80,8 @@ CONSUMER_CONFIG = COMMON_CONFIG.extend(keys=[
     ConfigKey("group.id", "str", None),
     ConfigKey("group.instance.id", "str", None),
     ConfigKey("group.protocol", "str", "classic", one_of("classic", "consumer")),
+    # group.protocol=consumer: the server assignor to ask for (null: the group's default)
+    ConfigKey("group.remote.assignor", "str", None),
     ConfigKey("enable.auto.commit", "bool", True),
     ConfigKey("auto.commit.interval.ms", "int", 5_000, at_least(0)),
     ConfigKey("auto.offset.reset", "str", "latest", one_of("latest", "earliest", "none")),
@@ -154,7 +157,9 @@ class AsyncConsumer:
                                key_deserializer, value_deserializer)
         self.coordinator: ConsumerCoordinator | None = None
         if group_id:
-            self.coordinator = ConsumerCoordinator(
+            membership = ConsumerGroupMembership if config["group.protocol"] == "consumer" \
+                else ConsumerCoordinator
+            self.coordinator = membership(
                 self.cluster, config, self.subscriptions, self.fetcher.drop,
                 self.fetcher.data_ready.set)
         if offset_store is None:

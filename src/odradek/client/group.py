@@ -170,6 +170,7 @@ class ConsumerCoordinator:
         self.last_poll = time.monotonic()
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
         self._auto_commit_task: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     @property
@@ -201,7 +202,8 @@ class ConsumerCoordinator:
         else:
             raise_for(response.error_code, response.error_message)
             node = Node(response.node_id, response.host, response.port)
-        self._connection = await self.cluster.connect_to((node.host, node.port), deadline)
+        self._discard_connection()
+        self._connection = await self.cluster.open_dedicated((node.host, node.port), deadline)
         if node != self.coordinator:
             log.info("group %s: discovered coordinator %s:%d (id %d)", self.group_id,
                      node.host, node.port, node.id)
@@ -214,7 +216,15 @@ class ConsumerCoordinator:
                      "it up again", self.group_id, self.coordinator.host, self.coordinator.port,
                      reason)
         self.coordinator = None
-        self._connection = None
+        self._discard_connection()
+
+    def _discard_connection(self) -> None:
+        """Closes the coordinator's own connection (see `Cluster.open_dedicated`)."""
+        connection, self._connection = self._connection, None
+        if connection is not None and not connection.closed:
+            task = asyncio.get_running_loop().create_task(connection.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def _send(self, request: m.Message, deadline: Deadline, *,
                     timeout_ms: float | None = None, min_version: int | None = None) -> Any:
@@ -595,21 +605,37 @@ class ConsumerCoordinator:
 
     # ------------------------------------------------------------------------------ offsets
 
+    #: OffsetCommit's and OffsetFetch's lowest versions (the consumer protocol needs v9,
+    #: whose requests carry the member epoch)
+    commit_min_version = 2
+    fetch_min_version = 2
+
+    def _commit_identity(self) -> tuple[int, str, str | None]:
+        """(generation or member epoch, member id, instance id) an OffsetCommit carries: the
+        member's while subscribed, a simple consumer's (-1, "") with `assign`."""
+        if not self.subscribed:
+            return -1, "", None
+        if self.generation_id < 0:
+            raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS,
+                             "Offset commit cannot be completed since the consumer is "
+                             "undergoing a rebalance for auto partition assignment.")
+        return self.generation_id, self.member_id, self.group_instance_id
+
+    def _commit_failed(self, error: ErrorCode, generation: int) -> None:
+        """A commit found the membership gone: rejoin (classic protocol; the consumer
+        protocol learns it from its heartbeats)."""
+        if generation == self.generation_id:
+            self._reset_generation(reset_member_id=error == ErrorCode.UNKNOWN_MEMBER_ID)
+            self._partitions_lost = True
+            self.request_rejoin(f"commit failed with {error.name}")
+
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *,
                      timeout_ms: float | None = None) -> None:
         """OffsetCommit as this member (generation and member id while subscribed; as a
         simple consumer, generation -1, with `assign`)."""
         if not offsets:
             return
-        if self.subscribed:
-            if self.generation_id < 0:
-                raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS,
-                                 "Offset commit cannot be completed since the consumer is "
-                                 "undergoing a rebalance for auto partition assignment.")
-            generation, member_id, instance_id = (self.generation_id, self.member_id,
-                                                  self.group_instance_id)
-        else:
-            generation, member_id, instance_id = -1, "", None
+        self._commit_identity()  # fails at once while no generation is known
         R = m.OffsetCommitRequest
         by_topic: dict[str, list[Any]] = defaultdict(list)
         for tp, offset in sorted(offsets.items()):
@@ -617,13 +643,15 @@ class ConsumerCoordinator:
                 partition_index=tp.partition, committed_offset=offset.offset,
                 committed_leader_epoch=-1 if offset.leader_epoch is None else offset.leader_epoch,
                 committed_metadata=offset.metadata))
-        request = R(group_id=self.group_id, generation_id_or_member_epoch=generation,
-                    member_id=member_id, group_instance_id=instance_id,
-                    topics=[R.OffsetCommitRequestTopic(name=name, partitions=parts)
-                            for name, parts in by_topic.items()])
+        topics = [R.OffsetCommitRequestTopic(name=name, partitions=parts)
+                  for name, parts in by_topic.items()]
 
         async def attempt(deadline: Deadline) -> None:
-            response = await self._send(request, deadline, min_version=2)
+            # The identity is read per attempt: a retry carries the newest member epoch.
+            generation, member_id, instance_id = self._commit_identity()
+            request = R(group_id=self.group_id, generation_id_or_member_epoch=generation,
+                        member_id=member_id, group_instance_id=instance_id, topics=topics)
+            response = await self._send(request, deadline, min_version=self.commit_min_version)
             for topic in response.topics:
                 for p in topic.partitions:
                     error = ErrorCode.from_code(p.error_code)
@@ -632,13 +660,9 @@ class ConsumerCoordinator:
                     if error == ErrorCode.FENCED_INSTANCE_ID:
                         self._fence()
                         raise KafkaError(error)
-                    if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION) \
-                            and self.subscribed:
-                        if generation == self.generation_id:
-                            self._reset_generation(
-                                reset_member_id=error == ErrorCode.UNKNOWN_MEMBER_ID)
-                            self._partitions_lost = True
-                            self.request_rejoin(f"commit failed with {error.name}")
+                    if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                                 ErrorCode.STALE_MEMBER_EPOCH) and self.subscribed:
+                        self._commit_failed(error, generation)
                         raise KafkaError(error, COMMIT_FAILED_MESSAGE)
                     if error == ErrorCode.REBALANCE_IN_PROGRESS and self.subscribed:
                         self.request_rejoin("commit found the group rebalancing")
@@ -664,6 +688,11 @@ class ConsumerCoordinator:
 
         self._auto_commit_task = asyncio.get_running_loop().create_task(run())
 
+    def _fetch_identity(self) -> tuple[str, int] | None:
+        """(member id, member epoch) an OffsetFetch v9+ carries; None: not a member (the
+        classic protocol's OffsetFetch names no member)."""
+        return None
+
     async def fetch_committed(self, partitions: Iterable[TopicPartition], *,
                               timeout_ms: float | None = None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -675,8 +704,10 @@ class ConsumerCoordinator:
 
         async def attempt(deadline: Deadline) -> dict[TopicPartition, OffsetAndMetadata | None]:
             connection = await self._find_coordinator(deadline)
-            version = connection.pick_version(m.OffsetFetchRequest.API_KEY, min_version=2)
-            request = offset_fetch_request(self.group_id, grouped, True, version)
+            version = connection.pick_version(m.OffsetFetchRequest.API_KEY,
+                                              min_version=self.fetch_min_version)
+            request = offset_fetch_request(self.group_id, grouped, True, version,
+                                           member=self._fetch_identity())
             response = await self._send(request, deadline, min_version=version)
             found: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(wanted)
             found.update(committed_offsets(response, version))
@@ -743,6 +774,10 @@ class ConsumerCoordinator:
                 if task is not self._auto_commit_task:
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                await connection.close()
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class GroupOffsetStore:

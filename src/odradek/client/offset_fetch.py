@@ -19,14 +19,17 @@ _REQUIRE_STABLE_VERSION = 7
 
 
 def offset_fetch_request(group_id: str, topics: Mapping[str, Sequence[int]] | None,
-                         require_stable: bool, version: int) -> m.OffsetFetchRequest:
-    """The request for `topics` ({name: partitions}; None: every committed partition)."""
+                         require_stable: bool, version: int,
+                         member: tuple[str, int] | None = None) -> m.OffsetFetchRequest:
+    """The request for `topics` ({name: partitions}; None: every committed partition).
+    `member`: (member id, member epoch) of a consumer-protocol member (v9+, KIP-848)."""
     stable = require_stable and version >= _REQUIRE_STABLE_VERSION
     if version >= MULTI_GROUP_VERSION:
         Topics = m.OffsetFetchRequest.OffsetFetchRequestTopics
+        member_id, member_epoch = member if member is not None and version >= 9 else (None, -1)
         return m.OffsetFetchRequest(require_stable=stable, groups=[
             m.OffsetFetchRequest.OffsetFetchRequestGroup(
-                group_id=group_id,
+                group_id=group_id, member_id=member_id, member_epoch=member_epoch,
                 topics=None if topics is None else [
                     Topics(name=name, partition_indexes=list(parts))
                     for name, parts in topics.items()])])

@@ -20,7 +20,7 @@ from odradek.config.listeners import (
 )
 from odradek.config.topic import BROKER_DEFAULTS, BROKER_UNIT_SCALE, TOPIC_CONFIGS
 from odradek.config.types import INT_MAX, ConfigType
-from odradek.config.validators import Validator, at_least, one_of
+from odradek.config.validators import Validator, at_least, between, one_of
 
 # The replica.selector.class values Odradek implements (server/replica_selector.py).
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
@@ -106,8 +106,8 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      validate_security_protocol_map, _LOW, _PB,
      "Map of listener names to security protocols, `NAME:PROTOCOL,...`."),
     ("inter.broker.listener.name", _S, None, None, _MEDIUM, _RO,
-     "Listener used between brokers; by default the one named after "
-     "security.inter.broker.protocol."),
+     ("Listener used between brokers; by default the one named after "
+     "security.inter.broker.protocol.")),
     ("security.inter.broker.protocol", _S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS), _MEDIUM, _RO,
      "Security protocol between brokers; not to be set together with inter.broker.listener.name."),
     ("num.network.threads", _I, 3, at_least(1), _HIGH, _CW,
@@ -177,8 +177,6 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Initial delay of the log manager's background tasks (for testing)."),
     ("log.dir.failure.timeout.ms", _L, 30000, at_least(1), _LOW, _RO,
      "How long a broker may fail to report a failed log dir before shutting down."),
-    ("log.message.format.version", _S, "3.0-IV1", None, _MEDIUM, _CW,
-     "Deprecated and ignored with inter-broker protocol 3.0 or later."),
     ("create.topic.policy.class.name", _C, None, None, _LOW, _RO,
      "Class validating topic creation requests (accepted; not used by Odradek)."),
     ("alter.config.policy.class.name", _C, None, None, _LOW, _RO,
@@ -259,6 +257,9 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Maximum number of members of one consumer-protocol group."),
     ("group.consumer.assignors", _LST, _DEFAULT_ASSIGNORS, None, _MEDIUM, _RO,
      "Server-side assignors of consumer-protocol groups; the first is the default."),
+    ("group.consumer.migration.policy", _S, "bidirectional", None, _MEDIUM, _RO,
+     ("The online migrations between classic and consumer groups allowed: bidirectional, "
+      "upgrade, downgrade or disabled (case-insensitive).")),
     ("offset.metadata.max.bytes", _I, 4096, None, _HIGH, _RO,
      "Maximum size of the metadata string of an offset commit."),
     ("offsets.load.buffer.size", _I, 5242880, at_least(1), _HIGH, _RO,
@@ -315,20 +316,20 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
     # Replication throttles (Kafka's QuotaConfigs: only set dynamically, per broker; the
     # reassign-partitions tool sets and clears them). Long.MAX_VALUE: no throttle.
     ("leader.replication.throttled.rate", _L, _LONG_MAX, at_least(0), _MEDIUM, _PB,
-     "A long representing the upper bound (bytes/sec) on replication traffic for leaders "
+     ("A long representing the upper bound (bytes/sec) on replication traffic for leaders "
      "enumerated in the property leader.replication.throttled.replicas (for each topic). This "
      "property can be only set dynamically. It is suggested that the limit be kept above "
-     "1MB/s for accurate behaviour."),
+     "1MB/s for accurate behaviour.")),
     ("follower.replication.throttled.rate", _L, _LONG_MAX, at_least(0), _MEDIUM, _PB,
-     "A long representing the upper bound (bytes/sec) on replication traffic for followers "
+     ("A long representing the upper bound (bytes/sec) on replication traffic for followers "
      "enumerated in the property follower.replication.throttled.replicas (for each topic). "
      "This property can be only set dynamically. It is suggested that the limit be kept above "
-     "1MB/s for accurate behaviour."),
+     "1MB/s for accurate behaviour.")),
     ("replica.alter.log.dirs.io.max.bytes.per.second", _L, _LONG_MAX, at_least(0), _MEDIUM,
      _PB,
-     "A long representing the upper bound (bytes/sec) on disk IO used for moving replica "
+     ("A long representing the upper bound (bytes/sec) on disk IO used for moving replica "
      "between log directories on the same broker. This property can be only set dynamically. "
-     "It is suggested that the limit be kept above 1MB/s for accurate behaviour."),
+     "It is suggested that the limit be kept above 1MB/s for accurate behaviour.")),
     ("controller.quota.window.num", _I, 11, at_least(1), _LOW, _RO,
      "Samples kept for controller mutation quotas."),
     ("controller.quota.window.size.seconds", _I, 1, at_least(1), _LOW, _RO,
@@ -383,8 +384,52 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
     ("sasl.jaas.config", _P, None, None, _MEDIUM, _PB, "JAAS login context for SASL."),
     ("sasl.kerberos.service.name", _S, None, None, _MEDIUM, _PB,
      "Kerberos principal name the broker runs as."),
-    ("sasl.server.callback.handler.class", _C, None, None, _MEDIUM, _PB,
+    ("sasl.server.callback.handler.class", _C, None, None, _MEDIUM, _RO,
      "SASL server callback handler class."),
+    # Kerberos and login-refresh settings: per-broker dynamic in Kafka (DynamicListenerConfig);
+    # accepted, described and stored; Odradek has no GSSAPI or OAUTHBEARER login refresh.
+    ("sasl.kerberos.kinit.cmd", _S, "/usr/bin/kinit", None, _MEDIUM, _PB,
+     "Kerberos kinit command path."),
+    ("sasl.kerberos.ticket.renew.window.factor", _D, 0.8, None, _LOW, _PB,
+     ("Login thread will sleep until the specified window factor of time from last refresh to "
+     "ticket's expiry has been reached, at which time it will try to renew the ticket.")),
+    ("sasl.kerberos.ticket.renew.jitter", _D, 0.05, None, _LOW, _PB,
+     "Percentage of random jitter added to the renewal time."),
+    ("sasl.kerberos.min.time.before.relogin", _L, 60000, None, _LOW, _PB,
+     "Login thread sleep time between refresh attempts."),
+    ("sasl.kerberos.principal.to.local.rules", _LST, ["DEFAULT"], None, _MEDIUM, _PB,
+     ("A list of rules for mapping from principal names to short names (typically operating "
+     "system usernames).")),
+    ("sasl.login.refresh.window.factor", _D, 0.8, between(0.5, 1.0), _LOW, _PB,
+     ("Login refresh thread will sleep until the specified window factor relative to the "
+     "credential's lifetime has been reached, at which time it will try to refresh the "
+     "credential. Currently applies only to OAUTHBEARER.")),
+    ("sasl.login.refresh.window.jitter", _D, 0.05, between(0.0, 0.25), _LOW, _PB,
+     ("The maximum amount of random jitter relative to the credential's lifetime that is added "
+     "to the login refresh thread's sleep time. Currently applies only to OAUTHBEARER.")),
+    ("sasl.login.refresh.min.period.seconds", _SH, 60, between(0, 900), _LOW, _PB,
+     ("The desired minimum time for the login refresh thread to wait before refreshing a "
+     "credential, in seconds. Currently applies only to OAUTHBEARER.")),
+    ("sasl.login.refresh.buffer.seconds", _SH, 300, between(0, 3600), _LOW, _PB,
+     ("The amount of buffer time before credential expiration to maintain when refreshing a "
+     "credential, in seconds. Currently applies only to OAUTHBEARER.")),
+    # Tiered storage throttles and caches (Kafka's DynamicRemoteLogConfig: cluster-wide);
+    # accepted, described and stored; Odradek has no remote storage.
+    ("remote.log.index.file.cache.total.size.bytes", _L, 1073741824, at_least(1), _LOW, _CW,
+     ("The total size of the space allocated to store index files fetched from remote storage "
+     "in the local storage.")),
+    ("remote.fetch.max.wait.ms", _I, 500, at_least(1), _MEDIUM, _CW,
+     ("The maximum amount of time the server will wait before answering the remote fetch "
+     "request.")),
+    ("remote.log.manager.copy.max.bytes.per.second", _L, _LONG_MAX, at_least(1), _MEDIUM, _CW,
+     ("The maximum number of bytes that can be copied from local storage to remote storage per "
+     "second.")),
+    ("remote.log.manager.fetch.max.bytes.per.second", _L, _LONG_MAX, at_least(1), _MEDIUM, _CW,
+     ("The maximum number of bytes that can be read from remote storage to local storage per "
+     "second.")),
+    ("remote.list.offsets.request.timeout.ms", _L, 30000, at_least(1), _MEDIUM, _CW,
+     ("The maximum amount of time the server will wait for the remote list offsets request to "
+     "complete.")),
     ("connections.max.reauth.ms", _L, 0, None, _MEDIUM, _RO,
      ("Maximum lifetime of a SASL session before the client must re-authenticate (KIP-368); "
       "0 disables re-authentication. May be prefixed per listener and mechanism.")),
@@ -401,6 +446,23 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Validity of a delegation token before it must be renewed."),
     ("password.encoder.secret", _P, None, None, _MEDIUM, _RO,
      "Secret encoding dynamically configured passwords."),
+]
+
+# Odradek's own keys (no Kafka equivalent): diagnostics of the event loop every request
+# shares (server/loop_monitor.py, server/request_metrics.py).
+_ODRADEK_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode,
+                           str]] = [
+    ("event.loop.stall.warn.ms", _L, 500, at_least(0), _LOW, _RO,
+     "Odradek only: an event-loop stall or garbage collection longer than this is logged at "
+     "WARN with the code the loop was in (0: not watched). Every request waits while the "
+     "loop is held, so these are what a tail latency is made of."),
+    ("event.loop.fsync.check", _B, False, None, _LOW, _RO,
+     "Odradek only, a diagnostic: log at WARN every fsync made on the event loop's thread "
+     "(where it delays every request), with its stack."),
+    ("request.slow.log.ms", _L, 0, at_least(0), _LOW, _RO,
+     "Odradek only: a request whose time not spent waiting on purpose (queue + local + "
+     "response send; a long poll's or acks=all's wait excluded) exceeds this is logged at "
+     "INFO with its split, on logger odradek.request.slow (0: off)."),
 ]
 
 # Log configs whose broker key is not their topic key's first synonym are read-only in Kafka
@@ -451,5 +513,6 @@ def _log_configs_from_topic_table() -> list[ConfigDef]:
 
 BROKER_CONFIGS: dict[str, ConfigDef] = dict(sorted(table(
     [ConfigDef(name, ctype, default, validator, importance, mode, doc)
-     for name, ctype, default, validator, importance, mode, doc in _BROKER_TABLE]
+     for name, ctype, default, validator, importance, mode, doc in
+     _BROKER_TABLE + _ODRADEK_TABLE]
     + _log_configs_from_topic_table()).items()))

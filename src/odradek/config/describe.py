@@ -124,32 +124,49 @@ def describe_static_broker_configs(originals: Mapping[str, Any], values: Mapping
     return entries
 
 
-def broker_config_entries(broker_config: BrokerConfigView, dynamic: Mapping[str, str],
-                          per_broker: bool) -> list[ConfigEntry]:
-    """DescribeConfigs of a broker resource: the static view with the image's dynamic values
-    (`dynamic`: the cluster default merged with this broker's own when `per_broker`)."""
-    dynamic_source = (ConfigSource.DYNAMIC_BROKER_CONFIG if per_broker
-                      else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+def broker_config_entries(broker_config: BrokerConfigView, cluster_default: Mapping[str, str],
+                          broker_own: Mapping[str, str] | None) -> list[ConfigEntry]:
+    """DescribeConfigs of a broker resource as Kafka's ConfigHelper: the static view with the
+    image's dynamic values. `broker_own` is the broker's own dynamic configs (None when the
+    resource is the cluster default, the empty name). Synonyms in precedence order: the
+    broker's own dynamic value, the cluster-wide dynamic default, the static config, the
+    default; for the cluster-default resource only the dynamic default counts (Kafka filters
+    the others out), so its source is DEFAULT_CONFIG unless the default is set dynamically."""
+    per_broker = broker_own is not None
+    own = broker_own or {}
     entries = []
     for entry in describe_static_broker_configs(broker_config.originals, broker_config.values()):
-        if entry.name in dynamic:
-            entry = ConfigEntry(entry.name, dynamic[entry.name], dynamic_source,
-                                entry.is_read_only, entry.is_sensitive, entry.synonyms,
-                                entry.config_type, entry.documentation)
-        entries.append(entry)
+        dynamic: list[ConfigSynonym] = []
+        if entry.name in own:
+            dynamic.append(ConfigSynonym(entry.name, None if entry.is_sensitive
+                                         else own[entry.name],
+                                         ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if entry.name in cluster_default:
+            dynamic.append(ConfigSynonym(entry.name, None if entry.is_sensitive
+                                         else cluster_default[entry.name],
+                                         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        synonyms = (*dynamic, *entry.synonyms) if per_broker else tuple(dynamic)
+        value = dynamic[0].value if dynamic else entry.value
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(entry.name, value, source, entry.is_read_only,
+                                   entry.is_sensitive, synonyms, entry.config_type,
+                                   entry.documentation))
     # Listener-prefixed dynamic settings (`listener.name.<listener>.ssl.keystore.location`):
     # described as Kafka does, secrets hidden.
-    for name in sorted(dynamic):
-        if not name.startswith("listener.name."):
-            continue
-        setting = name[len("listener.name."):].partition(".")[2]
-        definition = BROKER_CONFIGS.get(setting)
-        sensitive = definition is not None and definition.sensitive
-        entries.append(ConfigEntry(
-            name, None if sensitive else dynamic[name], dynamic_source, False, sensitive,
-            (ConfigSynonym(name, None if sensitive else dynamic[name], dynamic_source),),
-            definition.type if definition is not None else ConfigType.UNKNOWN,
-            definition.doc if definition is not None else None))
+    for level, source in ((own, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                          (cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        for name in sorted(level):
+            if not name.startswith("listener.name.") or (
+                    level is cluster_default and name in own):
+                continue
+            setting = name[len("listener.name."):].partition(".")[2]
+            definition = BROKER_CONFIGS.get(setting)
+            sensitive = definition is not None and definition.sensitive
+            shown = None if sensitive else level[name]
+            entries.append(ConfigEntry(
+                name, shown, source, False, sensitive, (ConfigSynonym(name, shown, source),),
+                definition.type if definition is not None else ConfigType.UNKNOWN,
+                definition.doc if definition is not None else None))
     return entries
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config import schema as config_schema
 from odradek.controller.placement import UsableBroker, place_replicas
 from odradek.metadata.image import (
     NO_LEADER,
@@ -31,6 +32,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 
 @dataclass
@@ -332,9 +334,12 @@ class ControllerState:
         ops: Sequence[tuple[str, int, str | None]],
         *,
         incremental: bool,
-        list_keys: Iterable[str] = (),
     ) -> tuple[OpResult, list[Any]]:
-        """Legacy AlterConfigs (replace all) or IncrementalAlterConfigs (ops per key)."""
+        """Legacy AlterConfigs (replace all) or IncrementalAlterConfigs (ops per key).
+
+        APPEND and SUBTRACT apply to list configs only and start from the resource's value of
+        the key, else the key's default (Kafka's ConfigurationControlManager): APPEND of
+        `compact` to a topic whose cleanup.policy is the default gives `delete,compact`."""
         if resource_type == RESOURCE_TOPIC:
             if resource_name not in image.topics_by_name:
                 return OpResult.fail(
@@ -347,7 +352,6 @@ class ControllerState:
             ), []
         current = dict(image.configs.get((resource_type, resource_name), {}))
         wanted = dict(current) if incremental else {}
-        list_keys = set(list_keys)
         for key, op, value in ops:
             if not incremental or op == OP_SET:
                 if value is None:
@@ -357,15 +361,17 @@ class ControllerState:
             elif op == OP_DELETE:
                 wanted.pop(key, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                if key not in list_keys:
+                if not config_schema.is_list(resource_type, key):
                     return OpResult.fail(
                         ErrorCode.INVALID_CONFIG,
-                        f"Config value append is not allowed for config key: {key}",
+                        f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.",
                     ), []
-                items = [v for v in wanted.get(key, "").split(",") if v]
-                changes = [v for v in (value or "").split(",") if v]
+                start = wanted[key] if key in wanted else config_schema.default_text(
+                    resource_type, key)
+                items = [v for v in (start or "").split(",") if v]
+                changes = (value or "").split(",")
                 if op == OP_APPEND:
-                    items += [c for c in changes if c not in items]
+                    items += [c for c in dict.fromkeys(changes) if c not in items]
                 else:
                     items = [i for i in items if i not in changes]
                 wanted[key] = ",".join(items)

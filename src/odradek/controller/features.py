@@ -1,4 +1,5 @@
-"""Feature flags (KIP-584, KIP-778): UpdateFeatures as Kafka 3.8's FeatureControlManager does it.
+"""Feature flags (KIP-584, KIP-778, KIP-1022): UpdateFeatures as Kafka's FeatureControlManager
+does it, with Kafka 4.0's metadata.version levels and features.
 
 Pure: the metadata image and the requested updates in, the per-feature results and the
 FeatureLevelRecords to commit out. The active controller (`QuorumController.update_features`)
@@ -52,19 +53,36 @@ METADATA_VERSIONS: tuple[tuple[str, bool], ...] = (
     ("3.5-IV0", False), ("3.5-IV1", False), ("3.5-IV2", True), ("3.6-IV0", False),
     ("3.6-IV1", True), ("3.6-IV2", True), ("3.7-IV0", True), ("3.7-IV1", False),
     ("3.7-IV2", True), ("3.7-IV3", False), ("3.7-IV4", False), ("3.8-IV0", False),
+    ("3.9-IV0", False), ("4.0-IV0", False), ("4.0-IV1", True), ("4.0-IV2", False),
+    ("4.0-IV3", False),
 )
-MINIMUM_KRAFT_VERSION = 1  # 3.0-IV1
-#: the first level that can be written to the log as a FeatureLevelRecord (3.3-IV0)
-MINIMUM_BOOTSTRAP_VERSION = 4
-LATEST_METADATA_VERSION = len(METADATA_VERSIONS)  # 20, 3.8-IV0
+#: Kafka 4.0's MetadataVersion.MINIMUM_VERSION (3.3-IV3): the lowest level a 4.0 node
+#: supports, and the lowest UpdateFeatures may set.
+MINIMUM_KRAFT_VERSION = 7
+MINIMUM_BOOTSTRAP_VERSION = MINIMUM_KRAFT_VERSION
+LATEST_METADATA_VERSION = len(METADATA_VERSIONS)  # 25, 4.0-IV3
 
-#: The features this software supports, as (min, max) levels. Kafka 3.8 also knows
-#: kraft.version (0-0 here: static voters) and group.version (0-0 in production), but leaves
-#: features whose lowest level is 0 out of ApiVersions v0-v3 and of BrokerRegistration
-#: (KAFKA-17011), so for a client they do not exist; neither do they here.
+KRAFT_VERSION_FEATURE = "kraft.version"
+GROUP_VERSION_FEATURE = "group.version"
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+
+#: The features this software supports, as (min, max) levels (Kafka 4.0's production
+#: features: metadata.version, kraft.version 0-1 (KIP-853 dynamic quorums), group.version 0-1
+#: (KIP-848 consumer groups), transaction.version). Kafka 4.0 supports transaction.version up
+#: to 2 (KIP-890 part 2: an epoch bump at every transaction end), which Odradek's coordinator
+#: does not implement, so it supports 0-1 (level 1 only changes the coordinator's own records).
+#: Features whose lowest level is 0 are left out of ApiVersions v0-v3 (KAFKA-17011).
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
+    GROUP_VERSION_FEATURE: (0, 1),
+    KRAFT_VERSION_FEATURE: (0, 1),
     METADATA_VERSION_FEATURE: (MINIMUM_KRAFT_VERSION, LATEST_METADATA_VERSION),
+    TRANSACTION_VERSION_FEATURE: (0, 1),
 }
+
+#: Feature levels a new cluster starts with besides metadata.version (Kafka 4.0's defaults
+#: for its latest release that Odradek supports: group.version 1 enables the consumer group
+#: protocol; transaction.version stays 0, kraft.version is the quorum's own).
+BOOTSTRAP_FEATURE_LEVELS: Mapping[str, int] = {GROUP_VERSION_FEATURE: 1}
 
 _DISABLED = (0, 0)  # the range of a feature a node does not know
 _SHORT_MAX = 32767
@@ -212,8 +230,20 @@ def update_features(image: MetadataImage, updates: Sequence[FeatureUpdate], *, n
 
 
 __all__ = [
-    "LATEST_METADATA_VERSION", "METADATA_VERSIONS", "MINIMUM_BOOTSTRAP_VERSION",
-    "MINIMUM_KRAFT_VERSION", "SAFE_DOWNGRADE", "SUPPORTED_FEATURES", "UNSAFE_DOWNGRADE",
-    "UPGRADE", "FeatureUpdate", "metadata_changed_between", "update_features",
+    "BOOTSTRAP_FEATURE_LEVELS",
+    "GROUP_VERSION_FEATURE",
+    "KRAFT_VERSION_FEATURE",
+    "LATEST_METADATA_VERSION",
+    "METADATA_VERSIONS",
+    "MINIMUM_BOOTSTRAP_VERSION",
+    "MINIMUM_KRAFT_VERSION",
+    "SAFE_DOWNGRADE",
+    "SUPPORTED_FEATURES",
+    "TRANSACTION_VERSION_FEATURE",
+    "UNSAFE_DOWNGRADE",
+    "UPGRADE",
+    "FeatureUpdate",
+    "metadata_changed_between",
+    "update_features",
     "upgrade_type_of",
 ]

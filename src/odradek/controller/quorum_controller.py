@@ -47,7 +47,7 @@ log = logging.getLogger("odradek.controller")
 class QuorumController:
     def __init__(self, quorum: MetadataQuorum, state: ControllerState, *,
                  is_dynamic_broker_config: Callable[[str], bool],
-                 list_topic_configs: frozenset[str] | set[str], cluster_id: str = "",
+                 cluster_id: str = "",
                  session_timeout_ms: int = 9000, clock: Clock = SYSTEM_CLOCK,
                  broker_config: ConfigLookup | None = None) -> None:
         self.quorum = quorum
@@ -61,7 +61,6 @@ class QuorumController:
         self._periodic: list[asyncio.Task[None]] = []
         self.state = state
         self._is_dynamic_broker_config = is_dynamic_broker_config
-        self._list_topic_configs = list_topic_configs
         self._lock = asyncio.Lock()
 
     @property
@@ -93,13 +92,16 @@ class QuorumController:
     # -- cluster bootstrap and membership
     async def bootstrap_metadata_version(self, level: int,
                                          bootstrap_records: Sequence[Any] = ()) -> None:
-        """Writes the metadata.version feature level into a freshly formatted log, with the
+        """Writes the metadata.version feature level (and the other features' starting levels)
+        into a freshly formatted log, with the
         records `storage format` left for it (SCRAM credentials: `--add-scram`)."""
         async with self._lock:
             self._check_active()
             if self.image.metadata_version == 0:
                 await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
                                                          feature_level=level),
+                                    *(m.FeatureLevelRecord(name=name, feature_level=feature)
+                                      for name, feature in features.BOOTSTRAP_FEATURE_LEVELS.items()),
                                     *bootstrap_records])
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
@@ -290,8 +292,7 @@ class QuorumController:
             async with self._lock:
                 self._check_active()
                 result, records = self.state.alter_configs(
-                    self.image, resource_type, resource_name, ops, incremental=incremental,
-                    list_keys=self._list_topic_configs)
+                    self.image, resource_type, resource_name, ops, incremental=incremental)
                 if result.error == ErrorCode.NONE and not validate_only:
                     await self._commit(records)
                 return result

@@ -72,6 +72,20 @@ def count(assignment: Assignment) -> int:
 
 
 @dataclass(frozen=True)
+class ClassicMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group brings along (Kafka's ClassicMemberMetadata): its session timeout and the
+    protocols (assignor name, subscription bytes) of its JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0] if self.protocols else ""
+
+
+@dataclass(frozen=True)
 class ConsumerMember:
     """One member (Kafka's ConsumerGroupMember): immutable, replaced on every change."""
 
@@ -89,6 +103,12 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Mapping[uuid.UUID, frozenset[int]] = field(default_factory=dict)
     pending_revocation: Mapping[uuid.UUID, frozenset[int]] = field(default_factory=dict)
+    #: set for a member of the classic protocol (mixed groups, online upgrade)
+    classic: ClassicMetadata | None = None
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def with_epoch(self, epoch: int, **changes: Any) -> ConsumerMember:
         """Kafka's updateMemberEpoch: the old epoch becomes the previous one."""
@@ -147,6 +167,12 @@ class ConsumerGroup:
         member_id = self.static_members.get(instance_id)
         return self.members.get(member_id) if member_id is not None else None
 
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member but `member_id` speaks the classic protocol (Kafka's
+        allMembersUseClassicProtocolExcept)."""
+        return all(member.uses_classic for mid, member in self.members.items()
+                   if mid != member_id)
+
     def subscribed_topic_names(self) -> set[str]:
         """Every topic a member names (regex subscriptions resolve into the metadata)."""
         return set(self.subscription_metadata) | {
@@ -203,7 +229,11 @@ class ConsumerGroup:
             subscribed_topic_names=tuple(value.subscribed_topic_names or ()),
             subscribed_topic_regex=value.subscribed_topic_regex or None,
             server_assignor=value.server_assignor or None,
-            rebalance_timeout_ms=value.rebalance_timeout_ms)
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+            classic=None if value.classic_member_metadata is None else ClassicMetadata(
+                value.classic_member_metadata.session_timeout_ms,
+                tuple((p.name, bytes(p.metadata))
+                      for p in value.classic_member_metadata.supported_protocols)))
         self.members[member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member_id
@@ -272,9 +302,14 @@ def subscription_metadata_record(group_id: str,
 
 
 def member_metadata_record(group_id: str, member: ConsumerMember) -> Record:
+    V = m.ConsumerGroupMemberMetadataValue
+    classic = None if member.classic is None else V.ClassicMemberMetadata(
+        session_timeout_ms=member.classic.session_timeout_ms,
+        supported_protocols=[V.ClassicProtocol(name=name, metadata=data)
+                             for name, data in member.classic.protocols])
     return (_key(m.ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id),
                  MEMBER_METADATA_KEY_VERSION),
-            _value(m.ConsumerGroupMemberMetadataValue(
+            _value(V(classic_member_metadata=classic,
                 instance_id=member.instance_id, rack_id=member.rack_id,
                 client_id=member.client_id, client_host=member.client_host,
                 subscribed_topic_names=list(member.subscribed_topic_names),

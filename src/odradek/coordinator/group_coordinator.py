@@ -27,6 +27,7 @@ from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock, TimerHandle
 from odradek.coordinator.consumer_group_coordinator import (
+    ClassicJoin,
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
     TopicsView,
@@ -170,6 +171,10 @@ class GroupCoordinator:
         #: KIP-848 consumer groups (ConsumerGroupHeartbeat), in the same groups and partitions
         self.consumer_groups = ConsumerGroupCoordinator(
             config.consumer, manager, topics, clock=clock, is_active=lambda: self._active)
+        # Online upgrade: the classic group's waiting members rejoin (into the consumer group).
+        self.consumer_groups.on_upgraded = lambda group: self._drop_group(
+            group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self.consumer_groups.on_downgraded = self._downgraded
         self._expiration_timer: TimerHandle | None = None
         #: background work (partition loads, periodic expirations), cancelled on close
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -288,10 +293,7 @@ class GroupCoordinator:
                                                  state_timestamp_ms=self.time_ms()))
         if group.consumer is not None:
             if not group.consumer.is_empty:
-                # Classic members in a consumer group (online downgrade, mixed groups) are
-                # not supported: Kafka's answer when group.consumer.migration.policy forbids
-                # them.
-                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+                return await self._join_consumer_group(request)
             group = self._convert_to_classic(group)
         if not self._accepts_joining_member(group, request.member_id):
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
@@ -305,6 +307,29 @@ class GroupCoordinator:
             return outcome
         # Shielded: a closed connection must not cancel the group's bookkeeping.
         return await asyncio.shield(outcome)
+
+    async def _join_consumer_group(self, request: JoinRequest) -> JoinResult:
+        """A classic member joins a (non-empty) consumer group: a mixed group."""
+        result = await self.consumer_groups.classic_join(ClassicJoin(
+            group_id=request.group_id, member_id=request.member_id,
+            instance_id=request.group_instance_id, client_id=request.client_id,
+            client_host=request.client_host, session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type, protocols=list(request.protocols),
+            require_known_member_id=request.require_known_member_id))
+        if result.error != ErrorCode.NONE:
+            return JoinResult(result.error, result.member_id)
+        return JoinResult(ErrorCode.NONE, result.member_id, generation_id=result.generation_id,
+                          protocol_type=CONSUMER_PROTOCOL_TYPE,
+                          protocol_name=result.protocol_name, leader_id="", members=[])
+
+    def _downgraded(self, group: Group) -> None:
+        """A consumer group became this classic group (its last consumer-protocol member
+        left): its members' sessions run, and it rebalances so they rejoin classically."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to "
+                                       "classic.")
 
     def _convert_to_classic(self, group: Group) -> Group:
         """An empty consumer group becomes a classic group (its records tombstoned, its
@@ -699,6 +724,12 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state == GroupState.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.consumer is not None:
+            error, name, assignment = self.consumer_groups.classic_sync(
+                group, member_id, group_instance_id, generation_id, protocol_type,
+                protocol_name)
+            return SyncResult(error, CONSUMER_PROTOCOL_TYPE if error == ErrorCode.NONE else None,
+                              name, assignment)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -755,6 +786,9 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return self.consumer_groups.classic_heartbeat(group, member_id, group_instance_id,
+                                                          generation_id)
         error = self._check_member(group, member_id, group_instance_id)
         if error != ErrorCode.NONE:
             return error
@@ -786,6 +820,18 @@ class GroupCoordinator:
                 [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(leaving)
         return ErrorCode.NONE, [self._leave(group, member_id, instance_id, reason)
                                 for member_id, instance_id in leaving]
+
+    async def leave_group_members(self, group_id: str, members: Iterable[LeavingMember],
+                                  reason: str | None = None
+                                  ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup: `leave_group`, or for a consumer group (classic members in it) the
+        consumer group's fencing, which writes records and may downgrade the group."""
+        leaving = list(members)
+        group = self.manager.get_group(group_id) if self._check(group_id) == ErrorCode.NONE \
+            else None
+        if group is not None and group.consumer is not None:
+            return ErrorCode.NONE, await self.consumer_groups.classic_leave(group_id, leaving)
+        return self.leave_group(group_id, leaving, reason)
 
     def _leave(self, group: Group, member_id: str, instance_id: str | None,
                reason: str | None) -> ErrorCode:
@@ -957,16 +1003,22 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-                      require_stable: bool = False,
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1,
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """The committed offsets of `partitions` (None: all the group has); None for a
         partition without one. With `require_stable` (OffsetFetch v7+), None too for a
         partition with offsets still being written or in an open transaction, which
-        `unstable_partitions` names (it answers UNSTABLE_OFFSET_COMMIT)."""
+        `unstable_partitions` names (it answers UNSTABLE_OFFSET_COMMIT). A consumer-protocol
+        member (OffsetFetch v9+: `member_id`, `member_epoch`) must be in its current epoch."""
         error = self._check(group_id, allow_empty_id=True)
         if error != ErrorCode.NONE:
             return error, {}
         group = self.manager.get_group(group_id)
+        if group is not None and group.consumer is not None:
+            error = self.consumer_groups.check_offset_fetch(group, member_id, member_epoch)
+            if error != ErrorCode.NONE:
+                return error, {}
         offsets = group.offsets if group is not None and group.state != GroupState.DEAD else {}
         wanted = list(offsets) if partitions is None else list(partitions)
         unstable = self.unstable_partitions(group_id, wanted) if require_stable else set()

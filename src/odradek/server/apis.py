@@ -75,10 +75,11 @@ SERVED_VERSIONS: dict[int, int] = {
     0: ADVERTISED_PRODUCE_MIN_VERSION,
 }
 
-# api key -> highest version served on a broker listener, where it is below the spec's newest:
-# AddPartitionsToTxn v5 and EndTxn v5 are transactions v2 (KIP-890 part 2: an epoch bump at
-# every transaction end), which Odradek's coordinator does not implement.
-MAX_VERSION_OVERRIDES: dict[int, int] = {24: 4, 26: 4}
+# api key -> highest version served on a broker listener, where it is below the spec's newest.
+# None today: AddPartitionsToTxn v5 and EndTxn v5 are advertised as Kafka 4.0 does; clients
+# use their transactions-v2 meaning only when transaction.version 2 is finalized, which
+# Odradek does not support (an EndTxn v5 is answered UNSUPPORTED_VERSION).
+MAX_VERSION_OVERRIDES: dict[int, int] = {}
 
 # api key -> lowest version served on a controller listener: the quorum's own APIs (Raft's
 # Fetch of the metadata partition, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum) and

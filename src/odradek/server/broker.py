@@ -31,7 +31,7 @@ from typing import Any
 
 from odradek.client.security import ClientSecurity
 from odradek.config.broker import BROKER_CONFIGS
-from odradek.config.topic import LIST_TOPIC_CONFIGS, validate_topic_props
+from odradek.config.topic import validate_topic_props
 from odradek.config.types import ConfigError
 from odradek.controller.bootstrap import read_bootstrap_records
 from odradek.controller.cluster_control import BrokerRegistrationRequest
@@ -83,6 +83,7 @@ from odradek.server.handlers.producers import ProducerStateApis
 from odradek.server.handlers.raft import RaftApis
 from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
+from odradek.server.loop_monitor import FsyncOnLoopCheck, GcPauseMonitor, LoopStallMonitor
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
@@ -100,6 +101,7 @@ from odradek.server.quotas import (
 from odradek.server.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.replica_selector import replica_selector
+from odradek.server.request_metrics import RequestMetrics
 from odradek.server.transactions import (
     TransactionStateTopicCreator,
     TransactionVerifier,
@@ -114,7 +116,7 @@ from odradek.storage.dir_failure import LogDirFailureChannel
 
 log = logging.getLogger("odradek.broker")
 
-# metadata.version 3.8-IV0, the newest level of the 3.8 specs Odradek implements (one source:
+# metadata.version 4.0-IV3, the newest level of the 4.0 specs Odradek implements (one source:
 # the controller's feature table).
 METADATA_VERSION_LEVEL = LATEST_METADATA_VERSION
 HOUSEKEEPING_INTERVAL_S = 0.5
@@ -171,6 +173,10 @@ class Broker:
         self._peer_security: dict[str, ClientSecurity] = {}
         self.default_log_config: LogConfig = config.log_config()
         self._cleaner_configs_seen: object = None
+        stall_warn_ms = int(config.get("event.loop.stall.warn.ms"))
+        self.loop_monitor: LoopStallMonitor | None = None
+        self.gc_monitor = GcPauseMonitor(stall_warn_ms) if stall_warn_ms else None
+        self.fsync_check = FsyncOnLoopCheck() if config.get("event.loop.fsync.check") else None
 
     # -- lifecycle
     @property
@@ -182,6 +188,7 @@ class Broker:
         if meta is None:
             raise RuntimeError(f"No meta.properties found in {self.metadata_log_dir}")
         self.cluster_id = meta["cluster.id"]
+        self._start_monitors()
         is_broker = self.config.is_broker
         if is_broker:  # a dedicated controller keeps only the metadata log
             self.log_manager = self._build_log_manager()
@@ -206,7 +213,6 @@ class Broker:
                 config_validator=validate_topic_props,
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
-            list_topic_configs=LIST_TOPIC_CONFIGS,
             cluster_id=self.cluster_id,
             session_timeout_ms=int(self.config.get("broker.session.timeout.ms")),
             broker_config=self.config,
@@ -262,6 +268,7 @@ class Broker:
                 self.apis, header),
             max_request_size=int(self.config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
+            request_metrics=RequestMetrics(int(self.config.get("request.slow.log.ms"))),
         )
         self._build_quotas(self.network)
         listeners = self._listener_configs()
@@ -663,7 +670,31 @@ class Broker:
             await self.controller_channel.close()
         if self.log_manager is not None:
             self.log_manager.close()
+        self._stop_monitors()
         log.info("Odradek broker %d shut down", self.node_id)
+
+    def _start_monitors(self) -> None:
+        stall_warn_ms = int(self.config.get("event.loop.stall.warn.ms"))
+        if stall_warn_ms and self.loop_monitor is None:
+            self.loop_monitor = LoopStallMonitor(asyncio.get_running_loop(), stall_warn_ms)
+            self.loop_monitor.start()
+        if self.gc_monitor is not None:
+            self.gc_monitor.start()
+        if self.fsync_check is not None:
+            self.fsync_check.install()
+
+    def _stop_monitors(self) -> None:
+        if self.loop_monitor is not None:
+            self.loop_monitor.stop()
+            stats = self.loop_monitor.stats
+            log.info("event loop: %d stalls over %d ms (longest %.0f ms), %d times not "
+                     "scheduled", stats.stalls, self.loop_monitor.threshold_s * 1000,
+                     stats.longest_ms, stats.starved)
+            self.loop_monitor = None
+        if self.gc_monitor is not None:
+            self.gc_monitor.stop()
+        if self.fsync_check is not None:
+            self.fsync_check.uninstall()
 
     # -- request dispatch
     def _bind_handlers(self) -> None:

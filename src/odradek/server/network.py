@@ -35,8 +35,11 @@ from odradek.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
+from odradek.request_timing import CURRENT_REQUEST, RequestTiming
 from odradek.security.principal import certificate_principal
+from odradek.server import request_log
 from odradek.server.authentication import ListenerSecurity, SaslSession
+from odradek.server.request_metrics import RequestMetrics
 
 log = logging.getLogger("odradek.network")
 
@@ -157,10 +160,11 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        arrived = time.monotonic_ns()
         try:
             self.frames.feed(data)
             while (frame := self.frames.next_frame()) is not None:
-                self.queue.append(frame)
+                self.queue.append((frame, arrived))
         except FrameTooLargeError as exc:
             log.warning("closing %s: %s", self.id, exc)
             self.close()
@@ -213,8 +217,8 @@ class Connection(asyncio.Protocol):
                     self.wakeup.clear()
                     await self.wakeup.wait()
                     continue
-                frame = self.queue.popleft()
-                if frame is None:
+                item = self.queue.popleft()
+                if item is None:
                     self.close()
                     return
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
@@ -222,7 +226,7 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()  # type: ignore[union-attr]
                 self.handling = True
                 try:
-                    await self._handle(frame)
+                    await self._handle(*item)
                 finally:
                     self.handling = False
                 self.last_active = time.monotonic()
@@ -236,7 +240,7 @@ class Connection(asyncio.Protocol):
             log.exception("unexpected error on connection %s; closing it", self.id)
             self.close()
 
-    async def _handle(self, frame: Any) -> None:
+    async def _handle(self, frame: Any, arrived_ns: int) -> None:
         received = time.monotonic_ns()
         if self.sasl is not None and self.sasl.raw_tokens and \
                 self.sasl.state == self.sasl.AUTHENTICATE:
@@ -253,10 +257,12 @@ class Connection(asyncio.Protocol):
                     API_VERSIONS_KEY, 0, header.correlation_id, response))
                 return
             log.info("closing %s: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, f"unsupported request: {exc}", header)
             self.close()
             return
         except DecodeError as exc:
             log.info("closing %s: malformed request: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, f"malformed request: {exc}")
             self.close()
             return
         sasl = self.sasl
@@ -264,6 +270,7 @@ class Connection(asyncio.Protocol):
             if sasl.expired():
                 log.info("closing %s: its SASL session expired (connections.max.reauth.ms) "
                          "without re-authentication", self.id)
+                request_log.closed(self.id, self.principal, "SASL session expired", header)
                 self.close()
                 return
             if header.request_api_key == SASL_HANDSHAKE_KEY and sasl.begin_reauthentication():
@@ -273,11 +280,14 @@ class Connection(asyncio.Protocol):
                 log.info("closing %s: unexpected request %d during SASL %s (state %s)", self.id,
                          header.request_api_key, "handshake" if sasl.mechanism is None
                          else "authentication", sasl.state)
+                request_log.closed(self.id, self.principal, "request out of SASL order", header)
                 self.close()
                 return
             if header.request_api_key == API_VERSIONS_KEY:
                 sasl.on_api_versions()
         ctx = RequestContext(header, self, self.listener.name, received, self.principal)
+        timing = RequestTiming(arrived_ns, received)
+        CURRENT_REQUEST.set(timing)  # this connection's task: remote waits add to it
         quotas = self.server.client_quotas
         if quotas is not None and (not quotas.enabled
                                    or self.listener.name in self.server.unquoted_listeners):
@@ -293,6 +303,7 @@ class Connection(asyncio.Protocol):
                     response = await response
         except ConnectionCloseRequest as exc:
             log.info("closing %s: %s", self.id, exc)
+            request_log.closed(self.id, self.principal, str(exc), header)
             self.close()
             return
         if quotas is not None:
@@ -301,12 +312,18 @@ class Connection(asyncio.Protocol):
         if response is None or self.closing:
             return
         api_key, version = header.request_api_key, header.request_api_version
+        local_done = time.monotonic_ns()
         if response.HAS_RECORDS:  # fetch: records may be file regions to sendfile
             chunks = framing.encode_response_chunks(api_key, version, header.correlation_id, response)
             await self._write_chunks(chunks)
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
-        self.server.record_latency(api_key, time.monotonic_ns() - received)
+        self.server.request_metrics.record(api_key, version, timing, local_done, self.id,
+                                           header.client_id)
+        if request_log.enabled():
+            request_log.completed(header, self.id, self.listener.name,
+                                  self.listener.security_protocol, self.principal,
+                                  self.peer_host, timing.arrived_ns)
         if sasl is not None:
             self._after_sasl_step(sasl)
 
@@ -506,7 +523,7 @@ class NetworkServer:
     connections: set[Connection] = field(default_factory=set)
     servers: list[asyncio.base_events.Server] = field(default_factory=list)
     bound_ports: dict[str, int] = field(default_factory=dict)
-    latency_observer: Callable[[int, int], None] | None = None
+    request_metrics: RequestMetrics = field(default_factory=RequestMetrics)
     # Client quotas (`server.client_quotas.ClientQuotas`) and connection limits
     # (`server.connection_quotas.ConnectionQuotas`); none on a listener in unquoted_listeners.
     client_quotas: Any = None
@@ -533,10 +550,6 @@ class NetworkServer:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         if self._reaper is None:  # listeners may open in steps (a node's controller first)
             self._reaper = loop.create_task(self._reap_idle())
-
-    def record_latency(self, api_key: int, nanos: int) -> None:
-        if self.latency_observer is not None:
-            self.latency_observer(api_key, nanos)
 
     async def _reap_idle(self) -> None:
         idle_s = self.idle_timeout_ms / 1000

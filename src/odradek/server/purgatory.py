@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Hashable, Iterable
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.request_timing import waiting_remotely
 
 
 class Purgatory:
@@ -65,13 +66,14 @@ class Purgatory:
         for key in keys:
             self._watchers.setdefault(key, set()).add(event)
         try:
-            while True:
-                await event.wait()
-                event.clear()
-                if is_complete():
-                    return True
-                if expired or self.closed:
-                    return False
+            with waiting_remotely():
+                while True:
+                    await event.wait()
+                    event.clear()
+                    if is_complete():
+                        return True
+                    if expired or self.closed:
+                        return False
         finally:
             timer.cancel()
             for key in keys:

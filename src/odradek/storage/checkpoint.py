@@ -38,6 +38,18 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """fsyncs a file written earlier without it; a file deleted meanwhile needs none."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: str | os.PathLike[str], text: str, sync: bool = True) -> None:
     """Writes `text` to `path` via `path.tmp` + fsync + rename (+ fsync of the directory)."""
     path = Path(path)
@@ -159,8 +171,8 @@ class PartitionMetadataFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
-    def write(self, topic_id: uuid.UUID | bytes | str) -> None:
-        atomic_write(self.path, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n")
+    def write(self, topic_id: uuid.UUID | bytes | str, sync: bool = True) -> None:
+        atomic_write(self.path, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n", sync)
 
     def exists(self) -> bool:
         return self.path.exists()

@@ -56,6 +56,7 @@ from odradek.storage.checkpoint import (
     LeaderEpochCheckpointFile,
     PartitionMetadataFile,
     fsync_dir,
+    fsync_file,
     topic_id_from_str,
     topic_id_to_str,
 )
@@ -202,6 +203,11 @@ class Log:
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT))
         self._partition_metadata = PartitionMetadataFile(self.dir / PARTITION_METADATA_FILE)
+        # Files written without fsync on the appending (event loop) thread: partition.metadata
+        # and roll-time producer snapshots. The next flush, in the background, fsyncs them, as
+        # Kafka's roll and topic-id assignment schedule theirs (KAFKA-15046).
+        self._unsynced_files: list[Path] = []
+        self._roll_flush_to = 0  # a roll asks the background flush for the segments below
         self.topic_id = self._partition_metadata.read()
         if topic_id is not None:
             self.assign_topic_id(topic_id)
@@ -316,7 +322,9 @@ class Log:
             raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
                              f"log {self.dir} has topic id {self.topic_id}, not {new_id}")
         if self.topic_id is None:
-            self._partition_metadata.write(new_id)
+            self._partition_metadata.write(new_id, sync=False)
+            self._unsynced_files.append(self._partition_metadata.path)
+            self._dir_needs_flush = True
             self.topic_id = new_id
 
     def update_config(self, config: LogConfig) -> None:
@@ -472,8 +480,10 @@ class Log:
             self._set_segments((*self._segments, segment))
             self._end = LogEnd(self._end.offset, segment.base_offset, 0)
             # Every batch below new_offset is in the producer state: a load can start here.
-            self.producer_state.take_snapshot(new_offset)
+            if self.producer_state.take_snapshot(new_offset, sync=False):
+                self._unsynced_files.append(self.producer_state.snapshot_path(new_offset))
             self._dir_needs_flush = True  # the new files' directory entries
+            self._roll_flush_to = new_offset
             return segment
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
@@ -640,12 +650,14 @@ class Log:
         with self._lock:
             target = self._end.offset if up_to_offset is None else min(up_to_offset,
                                                                         self._end.offset)
-            if target <= self._recovery_point and not self._dir_needs_flush:
+            if target <= self._recovery_point and not self._dir_needs_flush and \
+                    not self._unsynced_files:
                 return
             segments, bases = self._view
             first = max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
             to_flush = [s for s in segments[first:] if s.base_offset < target]
             flush_dir, self._dir_needs_flush = self._dir_needs_flush, False
+            unsynced, self._unsynced_files = self._unsynced_files, []
             truncations = self._truncations
         for segment in to_flush:
             try:
@@ -653,6 +665,8 @@ class Log:
             except (ValueError, OSError):
                 if segment in self._segments:
                     raise  # only a segment deleted meanwhile may fail
+        for path in unsynced:
+            fsync_file(path)
         if flush_dir:
             fsync_dir(self.dir)
         with self._lock:
@@ -996,6 +1010,17 @@ class Log:
             self.leader_epoch_cache.move_checkpoint(new_dir / LEADER_EPOCH_CHECKPOINT)
             self.producer_state.move_to(new_dir)
             self._partition_metadata.path = new_dir / PARTITION_METADATA_FILE
+
+    def background_flush_due(self) -> bool:
+        """A roll's segments, new directory entries or files written without fsync wait for
+        the background flush (`flush_rolled`)."""
+        return (self._roll_flush_to > self._recovery_point or self._dir_needs_flush
+                or bool(self._unsynced_files))
+
+    def flush_rolled(self) -> None:
+        """Kafka's flush at roll, run in the background: the segments below the last roll
+        (not the active one), and what `background_flush_due` names."""
+        self.flush(max(self._roll_flush_to, self._recovery_point))
 
     def needs_time_flush(self, now_ms: int) -> bool:
         return (self.config.flush_ms < LONG_MAX and self.unflushed_messages > 0

@@ -124,6 +124,7 @@ class LogManager:
         self.deleter = DeferredDeleter()
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        self._dirs_to_sync: set[Path] = set()  # data directories with new log directories
         self._dir_of: dict[TopicPartition, Path] = {}
         self._lock_files: list[int] = []
         self._topic_config_overrides: dict[str, LogConfig] = {}
@@ -271,7 +272,9 @@ class LogManager:
             log = Log(directory / log_dir_name(topic, partition), config or self.config_for(topic),
                       topic_id=topic_id, clock=self.clock, deleter=self.deleter,
                       inline_flush=self.inline_flush, dir_failures=self.dir_failures)
-            fsync_dir(directory)
+            # The new directory's entry in the data directory is made durable by the
+            # background flush (`flush_dirty`), not here on the caller's (event loop) thread.
+            self._dirs_to_sync.add(directory)
             self._logs[key] = log
             self._dir_of[key] = directory
             return log
@@ -341,18 +344,26 @@ class LogManager:
         return deleted
 
     def flush_dirty(self, now_ms: int | None = None) -> int:
-        """Flushes logs due by flush.ms or flush.messages; returns how many were flushed."""
+        """Flushes logs due by flush.ms or flush.messages, and in the background what rolls
+        and new logs left to flush (see `Log.flush_rolled`); returns how many were flushed."""
         now = self.clock() if now_ms is None else now_ms
         flushed = 0
+        with self._lock:
+            directories, self._dirs_to_sync = self._dirs_to_sync, set()
+        for directory in directories:
+            fsync_dir(directory)
         for log in self.all_logs():
-            if log.needs_time_flush(now) or (
-                    log.unflushed_messages > 0
-                    and log.unflushed_messages >= log.config.flush_messages):
-                try:
+            try:
+                if log.needs_time_flush(now) or (
+                        log.unflushed_messages > 0
+                        and log.unflushed_messages >= log.config.flush_messages):
                     log.flush()
                     flushed += 1
-                except Exception:
-                    logger.exception("flush failed for %s", log)
+                elif log.background_flush_due():
+                    log.flush_rolled()
+                    flushed += 1
+            except Exception:
+                logger.exception("flush failed for %s", log)
         return flushed
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:

@@ -150,9 +150,11 @@ def read_snapshot_file(path: Path) -> list[SnapshotEntry]:
     return decode_snapshot(path.read_bytes(), str(path))
 
 
-def write_snapshot_file(path: Path, entries: Sequence[SnapshotEntry]) -> None:
+def write_snapshot_file(path: Path, entries: Sequence[SnapshotEntry], sync: bool = True) -> None:
     """Atomically: `<name>.tmp` (a leftover the loader removes), fsync, rename. The caller
-    makes the directory entry durable (fsync of the directory) when it needs to."""
+    makes the directory entry durable (fsync of the directory) when it needs to. Without
+    `sync` the caller fsyncs the file later: until then a power loss may leave it torn, which
+    the loader treats as a corrupt snapshot (skipped for an older one or a rebuild)."""
     tmp = path.with_name(path.name + ".tmp")
     data = encode_snapshot(entries)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -160,7 +162,8 @@ def write_snapshot_file(path: Path, entries: Sequence[SnapshotEntry]) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -484,7 +487,7 @@ class ProducerStateManager:
             self.ongoing[first_offset] = producer_id
         self._recompute_first_unstable()
 
-    def take_snapshot(self, offset: int, sync_dir: bool = False) -> bool:
+    def take_snapshot(self, offset: int, sync_dir: bool = False, sync: bool = True) -> bool:
         """Writes the state as `<offset>.snapshot` unless that file exists already (a snapshot
         at an offset describes the batches below it, which cannot have changed). Returns
         whether a file was written. A failed write is logged, not raised: snapshots only
@@ -493,7 +496,7 @@ class ProducerStateManager:
             return False
         path = self.snapshot_path(offset)
         try:
-            write_snapshot_file(path, self.snapshot_entries())
+            write_snapshot_file(path, self.snapshot_entries(), sync)
             if sync_dir:
                 fsync_dir(self.directory)
         except OSError as exc:

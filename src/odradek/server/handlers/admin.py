@@ -52,9 +52,10 @@ class AdminApis:
                                                     overrides)
 
     def broker_config_entries(self, resource_name: str) -> list[ConfigEntry]:
-        dynamic = self.cache.image.broker_config(self.node_id if resource_name else None)
-        return config_describe.broker_config_entries(self.config, dynamic,
-                                                     per_broker=bool(resource_name))
+        image = self.cache.image
+        own = image.configs.get((RESOURCE_BROKER, resource_name), {}) if resource_name else None
+        return config_describe.broker_config_entries(
+            self.config, image.configs.get((RESOURCE_BROKER, ""), {}), own)
 
     async def create_topics(self, ctx: RequestContext, req: m.CreateTopicsRequest):
         version = ctx.api_version

@@ -41,6 +41,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 CLASSIC_GROUP_TYPE = "classic"
 #: ConsumerGroupDescribe v1 member_type: 1 = a member of the consumer protocol (0 = classic)
 CONSUMER_MEMBER_TYPE = 1
+CLASSIC_MEMBER_TYPE = 0
 
 
 def _offsets_to_commit(image: MetadataImage, topics: Any, now: int, *,
@@ -199,7 +200,7 @@ class GroupApis:
             req.generation_id)
         return m.HeartbeatResponse(error_code=error)
 
-    def leave_group(self, ctx: RequestContext, req: m.LeaveGroupRequest):
+    async def leave_group(self, ctx: RequestContext, req: m.LeaveGroupRequest):
         R = m.LeaveGroupResponse
         if ctx.api_version < 3:
             leaving = [(req.member_id, None)]
@@ -208,7 +209,8 @@ class GroupApis:
             leaving = [(member.member_id, member.group_instance_id) for member in req.members]
             reasons = {member.reason for member in req.members if member.reason}
             reason = ", ".join(sorted(reasons)) or None
-        error, member_errors = self.coordinator.leave_group(req.group_id, leaving, reason)
+        error, member_errors = await self.coordinator.leave_group_members(req.group_id,
+                                                                          leaving, reason)
         if ctx.api_version < 3:
             return R(error_code=error if error != ErrorCode.NONE else member_errors[0])
         return R(error_code=error, members=[
@@ -278,8 +280,10 @@ class GroupApis:
         if version >= 8:
             groups_out = []
             for group in req.groups:
-                error, offsets, unstable = self._fetch(group.group_id, _requested(group.topics),
-                                                       req.require_stable)
+                error, offsets, unstable = self._fetch(
+                    group.group_id, _requested(group.topics), req.require_stable,
+                    group.member_id if version >= 9 else None,
+                    group.member_epoch if version >= 9 else -1)
                 groups_out.append(R.OffsetFetchResponseGroup(
                     group_id=group.group_id, error_code=error,
                     topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
@@ -317,13 +321,14 @@ class GroupApis:
         )
 
     def _fetch(self, group_id: str, requested: list[TopicPartition] | None,
-               require_stable: bool,
+               require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
                ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
                           set[TopicPartition]]:
         """The group's offsets for OffsetFetch, and the partitions that answer
         UNSTABLE_OFFSET_COMMIT when the request requires stable offsets."""
         coordinator = self.coordinator
-        error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable)
+        error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable,
+                                                   member_id, member_epoch)
         if error != ErrorCode.NONE or not require_stable:
             return error, offsets, set()
         return error, offsets, coordinator.unstable_partitions(group_id, offsets)
@@ -440,7 +445,8 @@ class GroupApis:
                     subscribed_topic_regex=d.member.subscribed_topic_regex,
                     assignment=assignment(d.member.assigned),
                     target_assignment=assignment(d.target),
-                    member_type=CONSUMER_MEMBER_TYPE)
+                    member_type=CLASSIC_MEMBER_TYPE if d.member.uses_classic
+                    else CONSUMER_MEMBER_TYPE)
                     for d in described.members],
                 authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
                 else AUTHORIZED_OPERATIONS_OMITTED))

@@ -118,9 +118,12 @@ class MetadataApis:
         )
         if ctx.api_version >= 3:
             image = self.cache.image
+            # v3 and below leave out features whose lowest level is 0: clients before
+            # ApiVersions v4 take a 0 minimum for an unsupported feature (KAFKA-17011).
             resp.supported_features = [
                 m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
                 for name, (lo, hi) in self.supported_features.items()
+                if lo > 0 or ctx.api_version >= 4
             ]
             resp.finalized_features_epoch = image.offset
             resp.finalized_features = [
