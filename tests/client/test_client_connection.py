@@ -274,3 +274,24 @@ def test_a_peer_that_never_answers_api_versions_times_out():
         silent.close()
 
     run(scenario())
+
+
+def test_waits_out_the_brokers_throttle_time_before_the_next_request():
+    """KIP-219: an answer with throttle_time_ms makes the connection hold its next request
+    for that long (the broker would not read it anyway)."""
+    arrivals: list[float] = []
+
+    def throttling(header, request):
+        arrivals.append(time.monotonic())
+        return m.MetadataResponse(throttle_time_ms=300 if len(arrivals) == 1 else 0,
+                                  brokers=[], topics=[])
+
+    async def scenario():
+        async with FakeBroker(throttling) as broker:
+            connection = await Connection.open(broker.host, broker.port)
+            first = await connection.send(topics_request())
+            assert first.throttle_time_ms == 300
+            await connection.send(topics_request())
+            await connection.close()
+    run(scenario())
+    assert arrivals[1] - arrivals[0] >= 0.29

@@ -44,6 +44,7 @@ from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordin
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis
 from odradek.server.handlers.admin import AdminApis
+from odradek.server.handlers.client_quotas import ClientQuotaApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
 from odradek.server.handlers.groups import GroupApis
@@ -238,8 +239,9 @@ class HandlerNode:
         self.produce_apis = ProduceApis(self.replica_manager, verifier, verification_enabled)
         self.raft_apis = RaftApis(self.quorum)
         self.scram_apis = ScramApis(cache, controller)
-        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis),
-                       FORWARDED)
+        self.client_quota_apis = ClientQuotaApis(cache, controller)
+        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis,
+                                               self.client_quota_apis), FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),
@@ -254,7 +256,8 @@ class HandlerNode:
                 int(config.get("fetch.max.bytes"))),
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
             raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager),
-            transactions=self.transaction_apis, scram=self.scram_apis))
+            transactions=self.transaction_apis, scram=self.scram_apis,
+            client_quotas=self.client_quota_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

@@ -8,8 +8,12 @@ Output is Kafka's: ``Dynamic configs for topic t are:`` (``All configs`` with ``
 ``Default configs for brokers in the cluster are:`` for ``--entity-default``), then one line per
 config, sorted by name: ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}``;
 ``Completed updating config for topic t.`` after ``--alter``. Shortcuts ``--topic``,
-``--broker``, ``--broker-defaults`` work too. Client, user and IP quotas are not supported (the
-broker has no quota APIs yet).
+``--broker``, ``--broker-defaults`` work too.
+
+Users, clients (alone or together) and ips: client quotas through AlterClientQuotas /
+DescribeClientQuotas, as Kafka's tool with --bootstrap-server does, printed as
+``Quota configs for user-principal 'alice', the default client-id are producer_byte_rate=1024.0``;
+users' SCRAM credentials through AlterUserScramCredentials (``SCRAM-SHA-256=[password=...]``).
 """
 
 from __future__ import annotations
@@ -43,14 +47,25 @@ from odradek.client import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from odradek.client.admin_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+)
 
 TOPICS, BROKERS, BROKER_LOGGERS = "topics", "brokers", "broker-loggers"
 ENTITY_TYPES = ["broker-loggers", "topics", "clients", "users", "brokers", "ips",
                 "client-metrics", "groups"]
-USERS = "users"
-SUPPORTED = (TOPICS, BROKERS, USERS)
-# Users' configs this tool handles: SCRAM credentials (quotas come with their issue).
+USERS, CLIENTS, IPS = "users", "clients", "ips"
+SUPPORTED = (TOPICS, BROKERS, USERS, CLIENTS, IPS)
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's QuotaConfig: the quota keys of users and clients, and of ips.
+CLIENT_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                     "controller_mutation_rate")
+IP_QUOTA_KEYS = ("connection_creation_rate",)
+# The tool's entity types as client quota entity types.
+QUOTA_ENTITY_TYPES = {USERS: "user", CLIENTS: "client-id", IPS: "ip"}
 DEFAULT_SCRAM_ITERATIONS = 4096
 
 #: Java's ConfigEntry.ConfigSource names where ours differ.
@@ -187,7 +202,7 @@ def check_args(options: ParsedOptions, types: list[str], names: list[str]) -> No
                                      "--delete-config must be specified with --alter")
     if types[0] not in SUPPORTED:
         raise ConfigCommandError(f"Entity type {types[0]} is not supported yet by this tool "
-                                 "(only topics, brokers and users' SCRAM credentials)")
+                                 "(only topics, brokers, users, clients and ips)")
 
 
 def parse_configs_to_add(options: ParsedOptions) -> dict[str, str]:
@@ -318,18 +333,130 @@ def _scram_upsertion(user: str, mechanism: str, value: str) -> UserScramCredenti
     return UserScramCredentialUpsertion(user, mechanism, settings["password"], iterations)
 
 
+def _java_list(names: Sequence[str]) -> str:
+    return "List(" + ", ".join(names) + ")"
+
+
+def java_double(value: float) -> str:
+    """Java's Double.toString: plain between 10^-3 and 10^7, else d.dddE±n."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))
+    digits, _, exponent = f"{value:.16e}".partition("e")
+    mantissa = repr(float(digits))  # the shortest digits that read back the same
+    if "e" in mantissa or len(mantissa) > 18:
+        mantissa = digits.rstrip("0")
+    return f"{mantissa}E{int(exponent)}"
+
+
+async def alter_client_quota_entity(admin: AdminClient, options: ParsedOptions,
+                                    types: list[str], names: list[str], out: Any) -> bool:
+    """Quota configs of users / clients / ips (Kafka's alterQuotaConfigs); False when the
+    alteration is for users' SCRAM credentials instead."""
+    to_add = parse_configs_to_add(options)
+    to_delete = parse_configs_to_delete(options)
+    head = types[0]
+    if head == IPS:
+        unknown = [key for key in to_add if key not in IP_QUOTA_KEYS]
+        if unknown:
+            raise ConfigCommandError(f"Only connection quota configs can be added for '{IPS}' "
+                                     f"using --bootstrap-server. Unexpected config names: "
+                                     f"{_java_list(unknown)}")
+        unknown = [key for key in to_delete if key not in IP_QUOTA_KEYS]
+        if unknown:
+            raise ConfigCommandError(f"Only connection quota configs can be deleted for "
+                                     f"'{IPS}' using --bootstrap-server. Unexpected config "
+                                     f"names: {_java_list(unknown)}")
+    else:
+        scram = [key for key in [*to_add, *to_delete] if key in SCRAM_MECHANISMS]
+        unknown_add = [key for key in to_add
+                       if key not in CLIENT_QUOTA_KEYS and key not in SCRAM_MECHANISMS]
+        unknown_delete = [key for key in to_delete
+                          if key not in CLIENT_QUOTA_KEYS and key not in SCRAM_MECHANISMS]
+        quota_keys = [key for key in [*to_add, *to_delete] if key in CLIENT_QUOTA_KEYS]
+        if head == CLIENTS or len(types) == 2:
+            add_bad = unknown_add + [k for k in to_add if k in SCRAM_MECHANISMS]
+            if add_bad:
+                raise ConfigCommandError(f"Only quota configs can be added for '{CLIENTS}' "
+                                         "using --bootstrap-server. Unexpected config names: "
+                                         f"{_java_list(add_bad)}")
+            delete_bad = unknown_delete + [k for k in to_delete if k in SCRAM_MECHANISMS]
+            if delete_bad:
+                raise ConfigCommandError(f"Only quota configs can be deleted for '{CLIENTS}' "
+                                         "using --bootstrap-server. Unexpected config names: "
+                                         f"{_java_list(delete_bad)}")
+        else:
+            if unknown_add:
+                raise ConfigCommandError(f"Only quota and SCRAM credential configs can be added "
+                                         f"for '{USERS}' using --bootstrap-server. Unexpected "
+                                         f"config names: {_java_list(unknown_add)}")
+            if unknown_delete:
+                raise ConfigCommandError(f"Only quota and SCRAM credential configs can be "
+                                         f"deleted for '{USERS}' using --bootstrap-server. "
+                                         f"Unexpected config names: "
+                                         f"{_java_list(unknown_delete)}")
+            if scram:
+                if "" in names:
+                    raise ConfigCommandError("The use of --entity-default or --user-defaults is "
+                                             "not allowed with User SCRAM Credentials using "
+                                             "--bootstrap-server.")
+                if quota_keys:
+                    raise ConfigCommandError("Cannot alter both quota and SCRAM credential "
+                                             f"configs simultaneously for '{USERS}' using "
+                                             "--bootstrap-server.")
+                return False
+    ops: dict[str, float | None] = {}
+    for key, value in to_add.items():
+        try:
+            ops[key] = float(value)
+        except ValueError:
+            raise ConfigCommandError(f"Cannot parse quota configuration value for {key}: "
+                                     f"{value}") from None
+    ops.update({key: None for key in to_delete})
+    entity = ClientQuotaEntity.of({QUOTA_ENTITY_TYPES[kind]: name or None
+                                   for kind, name in zip(types, names)})
+    await admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)], timeout_ms=60_000)
+    if names[0]:
+        print(f"Completed updating config for {head[:-1]} {names[0]}.", file=out)
+    else:
+        print(f"Completed updating default config for {head} in the cluster.", file=out)
+    return True
+
+
+async def describe_client_quotas(admin: AdminClient, types: list[str], names: list[str],
+                                 out: Any) -> None:
+    """`Quota configs for <entity> are k=v, ...` per entity of exactly the given types
+    (Kafka's getAllClientQuotasConfigs: a name, the default, or every name of a type)."""
+    components = []
+    for index, kind in enumerate(types):
+        quota_type = QUOTA_ENTITY_TYPES[kind]
+        name = names[index] if index < len(names) else None
+        if name is None:
+            components.append(ClientQuotaFilterComponent.of_entity_type(quota_type))
+        elif name == "":
+            components.append(ClientQuotaFilterComponent.of_default_entity(quota_type))
+        else:
+            components.append(ClientQuotaFilterComponent.of_entity(quota_type, name))
+    described = await admin.describe_client_quotas(
+        ClientQuotaFilter.contains_only(components), timeout_ms=30_000)
+    labels = (("user", "user-principal"), ("client-id", "client-id"), ("ip", "ip"))
+    for entity in sorted(described, key=lambda e: [(k, n or "") for k, n in e.entries]):
+        names_by_type = entity.as_dict()
+        parts = []
+        for quota_type, label in labels:
+            if quota_type in names_by_type:
+                name = names_by_type[quota_type]
+                parts.append(f"{label} '{name}'" if name is not None else f"the default {label}")
+        values = ", ".join(f"{key}={java_double(value)}"
+                           for key, value in described[entity].items())
+        print(f"Quota configs for {', '.join(parts)} are {values}", file=out)
+
+
 async def alter_user(admin: AdminClient, options: ParsedOptions, user: str, out: Any) -> None:
     """SCRAM credentials: `--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'`,
     `--delete-config SCRAM-SHA-256`. Each goes in a request of its own: Kafka's controller
     takes one alteration per user per request."""
     to_add = parse_configs_to_add(options)
     to_delete = parse_configs_to_delete(options)
-    others = [name for name in [*to_add, *to_delete] if name not in SCRAM_MECHANISMS]
-    if others:
-        raise ConfigCommandError(f"Only SCRAM credentials ({', '.join(SCRAM_MECHANISMS)}) of "
-                                 f"users can be altered by this tool yet, not {others}")
-    if not user:
-        raise ConfigCommandError("SCRAM credentials cannot be set for the default user")
     alterations: list[Any] = [UserScramCredentialDeletion(user, mechanism)
                               for mechanism in to_delete]
     alterations += [_scram_upsertion(user, mechanism, value)
@@ -357,11 +484,15 @@ async def execute_async(options: ParsedOptions, types: list[str], names: list[st
     if options.has("alter") and len(types) != len(names):
         raise ConfigCommandError("An entity name must be specified for every entity type")
     async with AdminClient(admin_props(options, bootstrap)) as admin:
-        if types[0] == USERS:
+        if types[0] in QUOTA_ENTITY_TYPES:
             if options.has("alter"):
-                await alter_user(admin, options, names[0], out)
+                if not await alter_client_quota_entity(admin, options, types, names, out):
+                    await alter_user(admin, options, names[0], out)
             else:
-                await describe_users(admin, names[0] if names else None, out)
+                await describe_client_quotas(admin, types, names, out)
+                # SCRAM credentials only for users alone, not for the default user
+                if types == [USERS] and "" not in names:
+                    await describe_users(admin, names[0] if names else None, out)
         elif options.has("alter"):
             await alter(admin, options, types[0], names[0], out)
         else:

@@ -13,6 +13,12 @@ Imports only `odradek.protocol`, `odradek.config` (the config model) and `odrade
 """
 
 from odradek.client.admin import Admin, AdminClient
+from odradek.client.admin_quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+)
 from odradek.client.admin_scram import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -105,6 +111,10 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "ClientConfig",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilter",
+    "ClientQuotaFilterComponent",
     "Cluster",
     "ClusterDescription",
     "ConfigEntry",

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from odradek.client.admin_groups import GroupAdmin
+from odradek.client.admin_quotas import ClientQuotaAdmin
 from odradek.client.admin_scram import ScramAdmin
 from odradek.client.admin_transactions import TransactionAdmin
 from odradek.client.admin_types import (
@@ -121,7 +122,7 @@ def _finish(results: dict[K, Any], raise_errors: bool) -> dict[K, Any]:
     return results
 
 
-class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin):
+class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin):
     """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`, the
     transaction calls from `TransactionAdmin`).
     Connects lazily; `close` (or ``async with``) when done."""
@@ -996,4 +997,6 @@ class Admin(SyncFacade[AdminClient]):
     abort_transaction = blocking(AdminClient.abort_transaction)
     alter_user_scram_credentials = blocking(AdminClient.alter_user_scram_credentials)
     describe_user_scram_credentials = blocking(AdminClient.describe_user_scram_credentials)
+    alter_client_quotas = blocking(AdminClient.alter_client_quotas)
+    describe_client_quotas = blocking(AdminClient.describe_client_quotas)
     end_transaction = blocking(AdminClient.end_transaction)

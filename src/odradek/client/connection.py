@@ -119,6 +119,9 @@ class Connection:
         self.api_versions_response: ApiVersionsResponse | None = None
         #: monotonic time of the last request sent or response received
         self.last_used = time.monotonic()
+        #: monotonic time until which the broker throttles this connection (KIP-219: it
+        #: answered with throttle_time_ms and reads nothing more from us until then)
+        self.throttled_until = 0.0
         self._frames = framing.FrameBuffer(max_response_size)
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
@@ -384,6 +387,12 @@ class Connection:
         if self._slots is not None:
             await self._slots.acquire()
         try:
+            delay = self.throttled_until - time.monotonic()
+            if delay > 0:
+                # As Kafka's clients: nothing goes to a broker that throttles us until the
+                # throttle time it gave is over (it would not read it anyway).
+                await asyncio.sleep(delay)
+                self._check_open()
             return await self._send(request, api_key, api_version, timeout_ms, expect_response)
         finally:
             if self._slots is not None:
@@ -481,6 +490,10 @@ class Connection:
             future.set_exception(KafkaConnectionError(
                 f"Invalid {API_BY_KEY[entry.api_key].name} response from {self.describe}: {exc}"))
             raise
+        throttle_ms = getattr(response, "throttle_time_ms", 0)
+        if throttle_ms and throttle_ms > 0:
+            self.throttled_until = max(self.throttled_until,
+                                       time.monotonic() + throttle_ms / 1000)
         future.set_result(response)
 
     @staticmethod

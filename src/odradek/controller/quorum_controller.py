@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.controller import cluster_control, features, scram_control
+from odradek.controller import client_quota_control, cluster_control, features, scram_control
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
@@ -371,6 +371,20 @@ class QuorumController:
                 return results
         except KafkaError as exc:
             return {alteration.name: _failed(exc) for alteration in [*deletions, *upsertions]}
+
+    async def alter_client_quotas(self, entries: Sequence[Any],
+                                  validate_only: bool) -> list[tuple[Any, OpResult]]:
+        """AlterClientQuotas: each entry with its result (see `controller.client_quota_control`);
+        validate_only checks without writing."""
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = client_quota_control.alter_client_quotas(self.image, entries)
+                if not validate_only:
+                    await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return [(entry, _failed(exc)) for entry in entries]
 
 
 def _failed(exc: KafkaError) -> OpResult:

@@ -24,6 +24,7 @@ from odradek.server.handlers import sasl
 if TYPE_CHECKING:
     from odradek.server.forwarding import EnvelopeApis
     from odradek.server.handlers.admin import AdminApis
+    from odradek.server.handlers.client_quotas import ClientQuotaApis
     from odradek.server.handlers.controller import ControllerApis
     from odradek.server.handlers.fetch import FetchApis
     from odradek.server.handlers.groups import GroupApis
@@ -62,6 +63,7 @@ SERVED_VERSIONS: dict[int, int] = {
         65, 66,  # DescribeTransactions, ListTransactions
         43,  # ElectLeaders
         50, 51,  # DescribeUserScramCredentials, AlterUserScramCredentials (forwarded)
+        48, 49,  # DescribeClientQuotas, AlterClientQuotas (forwarded)
         45, 46,  # AlterPartitionReassignments, ListPartitionReassignments (forwarded)
         55,  # DescribeQuorum (forwarded to the active controller, as Kafka does)
         57,  # UpdateFeatures (forwarded to the active controller)
@@ -108,6 +110,7 @@ FORWARDED_APIS = frozenset({
     44,  # IncrementalAlterConfigs
     45,  # AlterPartitionReassignments
     46,  # ListPartitionReassignments
+    49,  # AlterClientQuotas
     51,  # AlterUserScramCredentials
     55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
@@ -130,7 +133,8 @@ SERVED_BY_KIND: dict[str, dict[int, int]] = {
 def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchApis,
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
                   raft: RaftApis, producers: ProducerStateApis,
-                  transactions: TransactionApis, scram: ScramApis) -> dict[int, Handler]:
+                  transactions: TransactionApis, scram: ScramApis,
+                  client_quotas: ClientQuotaApis | None = None) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -172,7 +176,14 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         80: raft.add_raft_voter,
         81: raft.remove_raft_voter,
         **admin_handler_table(admin),
+        **client_quota_handlers(client_quotas),
     }
+
+
+def client_quota_handlers(client_quotas: ClientQuotaApis | None) -> dict[int, Handler]:
+    if client_quotas is None:
+        return {}
+    return {48: client_quotas.describe_client_quotas, 49: client_quotas.alter_client_quotas}
 
 
 def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
@@ -194,12 +205,14 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
 
 
 def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
-                            scram: ScramApis) -> dict[int, Handler]:
+                            scram: ScramApis,
+                            client_quotas: ClientQuotaApis | None = None) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
     handlers = {**admin_handler_table(admin), 55: raft.describe_quorum,
                 51: scram.alter_user_scram_credentials,
-                80: raft.add_raft_voter, 81: raft.remove_raft_voter}
+                80: raft.add_raft_voter, 81: raft.remove_raft_voter,
+                **client_quota_handlers(client_quotas)}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
 
 

@@ -65,10 +65,14 @@ from odradek.server.authentication import (
     reload_tls,
 )
 from odradek.server.broker_lifecycle import BrokerLifecycleManager
+from odradek.server.client_quotas import ClientQuotas
+from odradek.server.connection_quotas import ConnectionQuotas
+from odradek.server.controller_mutation_quota import ControllerMutationQuotas
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
 from odradek.server.handlers.admin import AdminApis
+from odradek.server.handlers.client_quotas import ClientQuotaApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
 from odradek.server.handlers.groups import GroupApis
@@ -141,6 +145,9 @@ class Broker:
         self.dir_failures.subscribe(self._on_log_dir_failure)
         self.halt: Callable[[int], None] = os._exit
         self.network: NetworkServer | None = None
+        self.fetch_apis: FetchApis | None = None
+        self.client_quotas: ClientQuotas | None = None
+        self.connection_quotas: ConnectionQuotas | None = None
         self.log_manager: LogManager | None = None
         self.quorum: MetadataQuorum | None = None
         self.raft_channel: NodeChannel | None = None
@@ -265,6 +272,7 @@ class Broker:
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
             request_metrics=RequestMetrics(int(self.config.get("request.slow.log.ms"))),
         )
+        self._build_quotas(self.network)
         listeners = self._listener_configs()
         # Raft needs the controller listeners at once; client and inter-broker requests are
         # served only once the metadata has caught up (Kafka's enableRequestProcessing after
@@ -319,6 +327,30 @@ class Broker:
             self.node_id, lambda: self.broker_epoch, self._send_to_controller, replica_manager)
         replica_manager.submit_isr_change = self.alter_partitions.submit
         return replica_manager
+
+    def _build_quotas(self, network: NetworkServer) -> None:
+        """Client quotas and connection limits, following the metadata image. Controller
+        listeners carry no client traffic: no client quotas there, and neither they nor the
+        inter-broker listener count against the broker-wide connection limits."""
+        config = self.config
+        samples = int(config.get("quota.window.num"))
+        window_s = int(config.get("quota.window.size.seconds"))
+        self.client_quotas = ClientQuotas(samples=samples, window_s=window_s)
+        self.connection_quotas = ConnectionQuotas(
+            {key: config.get(key) for key in (
+                "max.connections", "max.connections.per.ip",
+                "max.connections.per.ip.overrides", "max.connection.creation.rate")},
+            exempt_listeners=self.controller_listener_names | (
+                {config.inter_broker_listener_name} if config.is_broker else set()),
+            broker_id=self.node_id, samples=samples, window_ms=window_s * 1000)
+        for quotas in (self.client_quotas, self.connection_quotas):
+            quotas.apply_image(self.image)
+            self.metadata_cache.subscribe(quotas.apply_image)  # type: ignore[union-attr]
+        network.client_quotas = self.client_quotas if config.is_broker else None
+        network.connection_quotas = self.connection_quotas
+        network.unquoted_listeners = self.controller_listener_names
+        if self.fetch_apis is not None:
+            self.fetch_apis.client_quotas = self.client_quotas
 
     def _replication_quota(self, rate_config: str, replicas_config: str) -> ReplicationQuota:
         """One side of replication throttling, following the metadata image's configs."""
@@ -686,8 +718,19 @@ class Broker:
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
         scram = ScramApis(cache, controller)
+        client_quotas = ClientQuotaApis(cache, controller)
+        # Controller mutation quotas hold CreateTopics, DeleteTopics and CreatePartitions where
+        # they are carried out: here, as the active controller.
+        config = self.config
+        mutation_quotas = ControllerMutationQuotas(
+            lambda: cache.image, lambda: int(config.get("num.partitions")),
+            samples=int(config.get("controller.quota.window.num")),
+            window_ms=int(config.get("controller.quota.window.size.seconds")) * 1000)
+        mutation_quotas.apply_image(cache.image)
+        cache.subscribe(mutation_quotas.apply_image)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin, raft, scram), FORWARDED)
+        self.apis.bind(mutation_quotas.wrap(
+            forwarded_handler_table(admin, raft, scram, client_quotas)), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -708,7 +751,8 @@ class Broker:
         handlers = handler_table(
             metadata=metadata,
             produce=ProduceApis(replica_manager, verifier, verification_enabled),
-            fetch=FetchApis(replica_manager, self.fetch_sessions, self.fetch_max_bytes),
+            fetch=self._fetch_apis(FetchApis(replica_manager, self.fetch_sessions,
+                                             self.fetch_max_bytes)),
             groups=GroupApis(self.group_coordinator,  # type: ignore[arg-type]
                              cache, OffsetsTopicCreator(self.config, cache, create_topics),
                              transactions=transactions,
@@ -722,9 +766,15 @@ class Broker:
                                          self.group_coordinator,  # type: ignore[arg-type]
                                          int(self.config.get("request.timeout.ms"))),
             scram=scram,
+            client_quotas=client_quotas,
         )
+        handlers = mutation_quotas.wrap(handlers)
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})
+
+    def _fetch_apis(self, fetch_apis: FetchApis) -> FetchApis:
+        self.fetch_apis = fetch_apis  # given the consumer quotas once they are built
+        return fetch_apis
 
     def listener_kind(self, listener_name: str) -> str:
         """Whether a listener is a controller listener (which serves only controller APIs)."""

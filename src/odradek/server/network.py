@@ -9,6 +9,11 @@ TLS listeners complete each handshake before the connection starts (`_TlsAccepto
 regions go through TLS in large chunks instead of sendfile. On SASL listeners the connection
 takes only the authentication requests until its `SaslSession` completes, then carries the
 principal on every request's context (see `server.authentication`).
+
+Client quotas (`server.client_quotas`): after a request is handled its cost is recorded; a
+client over its quota gets its answer at once with `throttle_time_ms`, and its connection is
+then muted (not read, its queued requests not processed) until the throttle ends (KIP-219).
+Connection limits (`server.connection_quotas`) are checked as each connection is made.
 """
 
 from __future__ import annotations
@@ -106,6 +111,8 @@ class Connection(asyncio.Protocol):
         self.sock_fd = -1
         self.sendfile_ok = False
         self.id = ""
+        self.throttled_until = 0.0  # monotonic seconds: muted until then (client quotas)
+        self.counted = False  # holds a slot of the connection limits
 
     # -- asyncio.Protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -127,6 +134,18 @@ class Connection(asyncio.Protocol):
             and self.server.sendfile_enabled
         )
         self.id = f"{self.listener.name}-{self.peer_host}:{self.peer_port}"
+        limits = self.server.connection_quotas
+        if limits is not None:
+            refusal = limits.on_connect(self.listener.name, self.peer_host)
+            if isinstance(refusal, str):
+                # Kafka closes a connection over a limit at once, keeping the others going.
+                log.info("closing %s: %s", self.id, refusal)
+                self.close()
+                return
+            self.counted = True
+            if refusal is not None:  # over the creation rate: held unread for a while
+                log.debug("holding %s for %.3fs: %s", self.id, refusal[1], refusal[0])
+                self.throttled_until = time.monotonic() + refusal[1]
         security = self.listener.security
         if security is not None and security.security_protocol == "SSL":
             try:
@@ -169,6 +188,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        if self.counted:
+            self.counted = False
+            self.server.connection_quotas.on_disconnect(self.listener.name, self.peer_host)
         self.writable.set()
         self.server.connections.discard(self)
         if self.worker is not None and not self.worker.done():
@@ -188,6 +210,8 @@ class Connection(asyncio.Protocol):
 
     async def _run(self) -> None:
         try:
+            if self.throttled_until:
+                await self._sit_out_throttle()
             while not self.closing:
                 if not self.queue:
                     self.wakeup.clear()
@@ -206,6 +230,8 @@ class Connection(asyncio.Protocol):
                 finally:
                     self.handling = False
                 self.last_active = time.monotonic()
+                if self.throttled_until:
+                    await self._sit_out_throttle()
         except asyncio.CancelledError:
             pass
         except ConnectionError:
@@ -262,15 +288,27 @@ class Connection(asyncio.Protocol):
         ctx = RequestContext(header, self, self.listener.name, received, self.principal)
         timing = RequestTiming(arrived_ns, received)
         CURRENT_REQUEST.set(timing)  # this connection's task: remote waits add to it
+        quotas = self.server.client_quotas
+        if quotas is not None and (not quotas.enabled
+                                   or self.listener.name in self.server.unquoted_listeners):
+            quotas = None
         try:
-            response = self.server.dispatcher(ctx, request)
-            if isinstance(response, Awaitable):
-                response = await response
+            if quotas is not None and quotas.request.enabled:
+                response, handler_ns = await _timed_dispatch(self.server.dispatcher, ctx,
+                                                             request)
+            else:
+                handler_ns = 0
+                response = self.server.dispatcher(ctx, request)
+                if isinstance(response, Awaitable):
+                    response = await response
         except ConnectionCloseRequest as exc:
             log.info("closing %s: %s", self.id, exc)
             request_log.closed(self.id, self.principal, str(exc), header)
             self.close()
             return
+        if quotas is not None:
+            response = self._apply_quotas(quotas, header, request, response, len(frame),
+                                          handler_ns)
         if response is None or self.closing:
             return
         api_key, version = header.request_api_key, header.request_api_version
@@ -288,6 +326,45 @@ class Connection(asyncio.Protocol):
                                   self.peer_host, timing.arrived_ns)
         if sasl is not None:
             self._after_sasl_step(sasl)
+
+    def _apply_quotas(self, quotas: Any, header: Any, request: Any, response: Any,
+                      request_bytes: int, handler_ns: int) -> Any:
+        throttle_ms, response = quotas.throttle(
+            header.request_api_key, self.principal, header.client_id, request, response,
+            request_bytes, handler_ns)
+        # An answer may come throttled already: a controller mutation quota, counted on the
+        # active controller (here, or where the request was forwarded).
+        own_ms = getattr(response, "throttle_time_ms", 0) if response is not None else 0
+        if throttle_ms > own_ms:
+            if hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle_ms
+        else:
+            throttle_ms = own_ms
+        if throttle_ms > 0:
+            self.throttle(throttle_ms)
+        return response
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute this connection for `throttle_ms` once the current answer is sent."""
+        self.throttled_until = max(self.throttled_until,
+                                   time.monotonic() + throttle_ms / 1000)
+
+    async def _sit_out_throttle(self) -> None:
+        """KIP-219: no reading and no processing while throttled (the answer went out)."""
+        remaining = self.throttled_until - time.monotonic()
+        self.throttled_until = 0.0
+        if remaining <= 0 or self.closing:
+            return
+        paused_here = not self.reading_paused
+        if paused_here:
+            self.reading_paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        try:
+            await asyncio.sleep(remaining)
+        finally:
+            if paused_here and not self.closing and len(self.queue) < MAX_QUEUED_FRAMES:
+                self.reading_paused = False
+                self.transport.resume_reading()  # type: ignore[union-attr]
 
     def _after_sasl_step(self, sasl: SaslSession) -> bool:
         """After a response during authentication: close on failure (the answer is written
@@ -371,6 +448,54 @@ class Connection(asyncio.Protocol):
             await self._write(chunk)
 
 
+class _TimedSteps:
+    """Drives a coroutine and adds up the time spent running it, leaving out the time it
+    waits (a purgatory, another connection's turn): the request's handler time, as Kafka's
+    request quota counts thread time rather than latency."""
+
+    __slots__ = ("coroutine", "nanos")
+
+    def __init__(self, coroutine: Any) -> None:
+        self.coroutine = coroutine
+        self.nanos = 0
+
+    def __await__(self) -> Any:
+        steps = self.coroutine.__await__()
+        send: Any = None
+        error: BaseException | None = None
+        while True:
+            started = time.perf_counter_ns()
+            try:
+                yielded = steps.throw(error) if error is not None else steps.send(send)
+            except StopIteration as done:
+                self.nanos += time.perf_counter_ns() - started
+                return done.value
+            except BaseException:
+                self.nanos += time.perf_counter_ns() - started
+                raise
+            self.nanos += time.perf_counter_ns() - started
+            try:
+                send, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001 - e.g. cancellation: the handler's
+                send, error = None, exc
+
+
+async def _timed_dispatch(dispatcher: Dispatcher, ctx: RequestContext,
+                          request: Any) -> tuple[Any, int]:
+    """(the response, the handler's running time in ns)."""
+    started = time.perf_counter_ns()
+    response = dispatcher(ctx, request)
+    nanos = time.perf_counter_ns() - started
+    if isinstance(response, Awaitable):
+        if asyncio.iscoroutine(response):
+            timed = _TimedSteps(response)
+            response = await timed
+            nanos += timed.nanos
+        else:
+            response = await response
+    return response, nanos
+
+
 @dataclass
 class ListenerConfig:
     name: str
@@ -399,6 +524,11 @@ class NetworkServer:
     servers: list[asyncio.base_events.Server] = field(default_factory=list)
     bound_ports: dict[str, int] = field(default_factory=dict)
     request_metrics: RequestMetrics = field(default_factory=RequestMetrics)
+    # Client quotas (`server.client_quotas.ClientQuotas`) and connection limits
+    # (`server.connection_quotas.ConnectionQuotas`); none on a listener in unquoted_listeners.
+    client_quotas: Any = None
+    connection_quotas: Any = None
+    unquoted_listeners: frozenset[str] = frozenset()
     _reaper: asyncio.Task | None = None
 
     async def start(self, listeners: list[ListenerConfig]) -> None:

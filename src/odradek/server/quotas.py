@@ -33,14 +33,15 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 class Rate:
-    """Units per second over the last `samples` windows of `window_ms` (Kafka's Rate)."""
+    """Units per second over the last `samples` windows of `window_ms` (Kafka's Rate); the
+    measure of replication throttling and of client quotas (`server.client_quotas`)."""
 
     def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
         self.samples = max(1, samples)
         self.window_ms = max(1, window_ms)
-        self._windows: deque[list[int]] = deque()  # [start ms, total], oldest first
+        self._windows: deque[list] = deque()  # [start ms, total], oldest first
 
-    def record(self, value: int, now_ms: int) -> None:
+    def record(self, value: float, now_ms: int) -> None:
         self._purge(now_ms)
         windows = self._windows
         if not windows or now_ms - windows[-1][0] >= self.window_ms:
@@ -54,11 +55,17 @@ class Rate:
         if not self._windows:
             return 0.0
         total = sum(value for _start, value in self._windows)
-        elapsed = now_ms - self._windows[0][0]
+        return total * 1000 / self.window_size_ms(now_ms)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """The time the rate is measured over (Kafka's Rate.windowSize): from the oldest live
+        sample to now, padded to `samples - 1` full windows, at least 1 ms."""
+        self._purge(now_ms)
+        elapsed = now_ms - self._windows[0][0] if self._windows else 0
         full_windows = elapsed // self.window_ms
         if full_windows < self.samples - 1:
             elapsed += (self.samples - 1 - full_windows) * self.window_ms
-        return total * 1000 / max(elapsed, 1)
+        return max(elapsed, 1)
 
     def _purge(self, now_ms: int) -> None:
         span = self.samples * self.window_ms
@@ -137,3 +144,35 @@ class ReplicationQuota:
 
     def _now_ms(self) -> int:
         return int(self.clock.monotonic() * 1000)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599), the measure of controller mutation quotas: credits refill
+    at `quota` per second up to a burst of `quota x samples x window`, each mutation spends
+    its partitions; the quota is exceeded while the credits are below zero."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        self.burst_windows_s = max(1, samples) * max(1, window_ms) / 1000
+        self.tokens: float | None = None  # full at first use
+        self.last_ms = 0
+
+    def _refill(self, quota: float, now_ms: int) -> None:
+        burst = quota * self.burst_windows_s
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * max(0, now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+
+    def measure(self, quota: float, now_ms: int) -> float:
+        self._refill(quota, now_ms)
+        return self.tokens  # type: ignore[return-value]
+
+    def record(self, quota: float, value: float, now_ms: int) -> None:
+        self._refill(quota, now_ms)
+        self.tokens = min(quota * self.burst_windows_s, self.tokens - value)  # type: ignore[operator]
+
+    def throttle_time_ms(self, quota: float, now_ms: int) -> int:
+        """How long until the credits are back at zero (Kafka: -tokens / quota)."""
+        tokens = self.measure(quota, now_ms)
+        return round(-tokens / quota * 1000) if tokens < 0 else 0

@@ -25,6 +25,7 @@ from odradek.server.replica_manager import (
 from odradek.storage.log import FetchIsolation, LogEnd
 
 if TYPE_CHECKING:
+    from odradek.server.client_quotas import ClientQuotas
     from odradek.server.fetch_session import FetchSessionCache
     from odradek.server.network import RequestContext
 
@@ -143,8 +144,17 @@ class FetchApis:
         self.replica_manager = replica_manager
         self.sessions = sessions
         self.fetch_max_bytes = fetch_max_bytes
+        self.client_quotas: ClientQuotas | None = None  # consumer byte-rate quotas
 
     async def fetch(self, ctx: RequestContext, req: m.FetchRequest):
+        quotas = self.client_quotas
+        if quotas is not None and quotas.fetch.enabled and ctx.api_version >= 3:
+            # Kafka caps a consumer's fetch at what its quota lets through in one window, so
+            # one fetch cannot earn a throttle that is sure to be long.
+            cap = quotas.fetch_max_bytes(ctx.principal, ctx.client_id)
+            if cap is not None and (req.replica_state.replica_id if ctx.api_version >= 15
+                                    else req.replica_id) < 0:
+                req.max_bytes = min(req.max_bytes, max(1, int(cap)))
         hints = (LeaderHints(self.replica_manager.image, ctx.listener)
                  if ctx.api_version >= NEW_LEADER_HINT_VERSION else None)
         return await fetch(self, ctx.api_version, req, hints, ctx.listener)
