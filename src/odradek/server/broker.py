@@ -48,6 +48,7 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.ids import kafka_str_to_uuid
 from odradek.raft import RaftConfig
+from odradek.security.authorizer import StandardAuthorizer
 from odradek.server.alter_partition import AlterPartitionManager
 from odradek.server.apis import (
     BROKER_LISTENER,
@@ -68,6 +69,7 @@ from odradek.server.broker_lifecycle import BrokerLifecycleManager
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
+from odradek.server.handlers.acls import AclApis
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -255,6 +257,7 @@ class Broker:
                 self.apis, header),
             max_request_size=int(self.config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
+            authorizer=StandardAuthorizer.from_config(self.config, lambda: self.image.acls),
         )
         listeners = self._listener_configs()
         # Raft needs the controller listeners at once; client and inter-broker requests are
@@ -653,8 +656,9 @@ class Broker:
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
         scram = ScramApis(cache, controller)
+        acls = AclApis(cache, controller)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(forwarded_handler_table(admin, raft, scram), FORWARDED)
+        self.apis.bind(forwarded_handler_table(admin, raft, scram, acls), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -689,6 +693,7 @@ class Broker:
                                          self.group_coordinator,  # type: ignore[arg-type]
                                          int(self.config.get("request.timeout.ms"))),
             scram=scram,
+            acls=acls,
         )
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
                         else handler for api_key, handler in handlers.items()})
