@@ -43,6 +43,7 @@ from odradek.server.config import KafkaConfig
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis
+from odradek.server.handlers.acls import AclApis
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.controller import ControllerApis
 from odradek.server.handlers.fetch import FetchApis
@@ -239,7 +240,9 @@ class HandlerNode:
         self.produce_apis = ProduceApis(self.replica_manager, verifier, verification_enabled)
         self.raft_apis = RaftApis(self.quorum)
         self.scram_apis = ScramApis(cache, controller)
-        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis),
+        self.acl_apis = AclApis(cache, controller)
+        self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis,
+                                               self.acl_apis),
                        FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
@@ -255,7 +258,7 @@ class HandlerNode:
                 int(config.get("fetch.max.bytes"))),
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
             raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager),
-            transactions=self.transaction_apis, scram=self.scram_apis))
+            transactions=self.transaction_apis, scram=self.scram_apis, acls=self.acl_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

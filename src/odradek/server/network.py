@@ -82,11 +82,12 @@ class RequestContext:
     # -- authorization (the one place handlers ask; no authorizer: everything is allowed)
     @property
     def authorizer(self) -> StandardAuthorizer | None:
-        return self.connection.server.authorizer
+        connection = self.connection  # None: a request made up inside this process
+        return connection.server.authorizer if connection is not None else None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
-        authorizer = self.connection.server.authorizer
+        authorizer = self.authorizer
         return authorizer is None or authorizer.authorize(
             self.principal, self.client_host, operation, resource_type, name)
 
@@ -99,7 +100,7 @@ class RequestContext:
     def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
                          names: Iterable[str]) -> set[str]:
         """The names among `names` the principal may do `operation` on."""
-        authorizer = self.connection.server.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return set(names)
         principal, host = self.principal, self.client_host
@@ -109,7 +110,7 @@ class RequestContext:
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """Kafka's authorized-operations bitfield of a resource for this principal (every
         supported operation when there is no authorizer)."""
-        authorizer = self.connection.server.authorizer
+        authorizer = self.authorizer
         if authorizer is None:
             return all_operations_bitfield(resource_type)
         return authorizer.authorized_operations(self.principal, self.client_host,
@@ -117,7 +118,7 @@ class RequestContext:
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether the principal may do `operation` on some resource of the type."""
-        authorizer = self.connection.server.authorizer
+        authorizer = self.authorizer
         return authorizer is None or authorizer.authorize_any(
             self.principal, self.client_host, operation, resource_type)
 

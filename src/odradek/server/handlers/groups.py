@@ -276,7 +276,8 @@ class GroupApis:
             expire_timestamp=now + retention_ms if retention_ms != -1 else -1)
         if not _group_allowed(ctx, AclOperation.READ, req.group_id):
             errors, offsets = _all_partitions(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED), {}
-        _refuse_unreadable_topics(ctx, req.topics, errors, offsets)
+        else:
+            _refuse_unreadable_topics(ctx, req.topics, errors, offsets)
         if offsets:
             errors.update(await coordinator.commit_offsets(
                 req.group_id,
