@@ -424,3 +424,21 @@ def test_acl_admin_apis_with_confluent_kafka(acl_broker):
             ResourceType.TOPIC, "open-t", ResourcePatternType.LITERAL, "User:mallory", None,
             AclOperation.ANY, AclPermissionType.ANY)])
         assert len(next(iter(deleted.values())).result(30)) == 1
+
+
+def test_acls_survive_a_restart(acl_broker):
+    """The bindings are metadata records: a restarted broker replays them from its metadata
+    log (last in this module: the broker restarts)."""
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+
+    def described() -> set[tuple]:
+        admin = acl_broker.admin()
+        return {(b.restype, b.name, b.resource_pattern_type, b.principal, b.operation,
+                 b.permission_type) for b in admin.describe_acls(everything).result(30)}
+
+    before = described()
+    acl_broker.process.restart()
+    assert described() == before
+    answers = run_as(acl_broker, "alice", lambda c: _answers(c, "denied"))
+    assert set(answers.values()) == {TOPIC_DENIED, GROUP_DENIED, TXN_DENIED}
