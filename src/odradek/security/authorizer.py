@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from odradek.config.broker import AUTHORIZER_CLASSES, STANDARD_AUTHORIZER
 from odradek.security.acl import (
     CLUSTER_NAME,
     IMPLIES_DESCRIBE,
@@ -39,10 +40,6 @@ from odradek.security.acl import (
 
 log = logging.getLogger("odradek.authorizer")
 
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-#: authorizer.class.name values that mean StandardAuthorizer (the ZooKeeper-era AclAuthorizer
-#: name is taken too: its ACL semantics are the same)
-AUTHORIZER_CLASSES = frozenset({STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer"})
 _MAX_MEMOISED = 65536
 
 
