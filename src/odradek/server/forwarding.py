@@ -73,10 +73,12 @@ class ForwardingManager:
         return self.channel is not None and not self.quorum.is_active
 
     async def forward(self, api_key: int, api_version: int, request: Any, *,
-                      client_id: str | None, principal: str = "User:ANONYMOUS",
+                      client_id: str | None, principal: str = "",
                       client_host: str = "") -> Any | None:
         """Forwards a request to the active controller and returns its answer, or None if no
-        controller took it before the deadline."""
+        controller took it before the deadline. `principal`: whose request it is (empty: this
+        broker's own, e.g. an auto-creation the broker already authorized; the controller then
+        acts for the principal of the broker's connection)."""
         frame = framing.encode_request(api_key, api_version, 0, client_id, request)[4:]
         envelope = m.EnvelopeRequest(request_data=frame,
                                      request_principal=principal.encode(),
