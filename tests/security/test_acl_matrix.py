@@ -254,6 +254,33 @@ async def _answers(connection: Connection, case: str) -> dict[str, int]:
     txns = await connection.send(m.DescribeTransactionsRequest(transactional_ids=[txn_id]),
                                  api_version=0)
     out["describe_transactions"] = txns.transaction_states[0].error_code
+    producer_id, epoch = init.producer_id, init.producer_epoch
+    added = await connection.send(m.AddOffsetsToTxnRequest(
+        transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch,
+        group_id=group), api_version=3)
+    out["add_offsets_to_txn"] = added.error_code
+    TC = m.TxnOffsetCommitRequest
+    txn_committed = await connection.send(TC(
+        transactional_id=txn_id, group_id=group, producer_id=producer_id, producer_epoch=epoch,
+        generation_id=-1, member_id="", topics=[TC.TxnOffsetCommitRequestTopic(
+            name=topic, partitions=[TC.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1)])]), api_version=3)
+    out["txn_offset_commit"] = txn_committed.topics[0].partitions[0].error_code
+    ended = await connection.send(m.EndTxnRequest(
+        transactional_id=txn_id, producer_id=producer_id, producer_epoch=epoch,
+        committed=False), api_version=3)
+    out["end_txn"] = ended.error_code
+    beat = await connection.send(m.HeartbeatRequest(group_id=group, generation_id=1,
+                                                    member_id="nobody"), api_version=4)
+    out["heartbeat"] = beat.error_code
+    producers = await connection.send(m.DescribeProducersRequest(topics=[
+        m.DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[0])]),
+        api_version=0)
+    out["describe_producers"] = producers.topics[0].partitions[0].error_code
+    joined_kip848 = await connection.send(m.ConsumerGroupHeartbeatRequest(
+        group_id=f"{case}-cg", member_id="", member_epoch=0, rebalance_timeout_ms=30000,
+        subscribed_topic_names=[topic], topic_partitions=[]), api_version=0)
+    out["consumer_group_heartbeat"] = joined_kip848.error_code
     return out
 
 
@@ -278,6 +305,12 @@ EXPECTED = {
     "init_producer_id": (ErrorCode.NONE, TXN_DENIED),
     # the id exists once InitProducerId has run
     "describe_transactions": (ErrorCode.NONE, TXN_DENIED),
+    "add_offsets_to_txn": (ErrorCode.NONE, TXN_DENIED),
+    "txn_offset_commit": (ErrorCode.NONE, TXN_DENIED),
+    "end_txn": (ErrorCode.NONE, TXN_DENIED),
+    "heartbeat": (ErrorCode.UNKNOWN_MEMBER_ID, GROUP_DENIED),
+    "describe_producers": (ErrorCode.NONE, TOPIC_DENIED),
+    "consumer_group_heartbeat": (ErrorCode.NONE, GROUP_DENIED),
 }
 
 
@@ -425,6 +458,31 @@ def test_acl_admin_apis_with_confluent_kafka(acl_broker):
             AclOperation.ANY, AclPermissionType.ANY)])
         assert len(next(iter(deleted.values())).result(30)) == 1
 
+
+def test_delete_topics_needs_describe_then_delete(acl_broker):
+    """Kafka's ControllerApis order: without DESCRIBE a topic is refused whether it exists or
+    not; with DESCRIBE only, a missing topic is UNKNOWN_TOPIC_OR_PARTITION and an existing one
+    refused."""
+    admin = acl_broker.admin()
+    describe_only = [_acl(ResourceType.TOPIC, name, "User:alice", AclOperation.DESCRIBE,
+                          AclPermissionType.ALLOW, ResourcePatternType.LITERAL)
+                     for name in ("kept", "never-created")]
+    for future in admin.create_acls(describe_only).values():
+        future.result(30)
+    for future in admin.create_topics([NewTopic("kept", 1, 1)]).values():
+        future.result(30)
+
+    async def delete(connection: Connection):
+        response = await connection.send(m.DeleteTopicsRequest(
+            topic_names=["kept", "never-created", "denied-t"], timeout_ms=10000),
+            api_version=5)
+        return {r.name: r.error_code for r in response.responses}
+
+    assert run_as(acl_broker, "alice", delete) == {
+        "kept": TOPIC_DENIED, "never-created": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "denied-t": TOPIC_DENIED}
+    # and nothing was deleted
+    assert "kept" in admin.list_topics(timeout=30).topics
 
 def test_acls_survive_a_restart(acl_broker):
     """The bindings are metadata records: a restarted broker replays them from its metadata

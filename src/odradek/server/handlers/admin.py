@@ -148,12 +148,18 @@ class AdminApis:
         image = self.cache.image
 
         def deletable(name: str | None, topic_id: Any) -> bool:
+            """As Kafka's ControllerApis: a topic the principal may not DESCRIBE is refused
+            whether or not it exists; one it may describe but not DELETE, if it exists (a
+            missing one answers UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID)."""
             if name is None:
                 topic = image.topics_by_id.get(topic_id)
                 if topic is None:
                     return True  # the controller answers UNKNOWN_TOPIC_ID
                 name = topic.name
-            return ctx.authorize_topic(AclOperation.DELETE, name)
+            if not ctx.authorize_topic(AclOperation.DESCRIBE, name):
+                return False
+            return name not in image.topics_by_name or \
+                ctx.authorize_topic(AclOperation.DELETE, name)
 
         denied = [(n, None) for n in names if not deletable(n, None)] + \
                  [(None, i) for i in ids if not deletable(None, i)]
