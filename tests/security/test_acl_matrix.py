@@ -412,6 +412,29 @@ def test_kafka_python_sees_only_describable_topics(acl_broker):
     assert {t for t in topics if not t.startswith("__")} == expected
 
 
+def test_aiokafka_producer(acl_broker, caplog):
+    """aiokafka waits for the metadata of a topic it may not describe until its request
+    timeout (it logs the topic as unauthorized and does not raise that itself)."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
+
+    async def main():
+        producer = AIOKafkaProducer(
+            bootstrap_servers=acl_broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN", sasl_plain_username="alice",
+            sasl_plain_password=USERS["alice"], request_timeout_ms=3000)
+        await producer.start()
+        try:
+            written = await producer.send_and_wait("allowed-t", b"from-aiokafka")
+            with pytest.raises((TopicAuthorizationFailedError, UnknownTopicOrPartitionError)):
+                await producer.send_and_wait("denied-t", b"refused")
+            return written
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(main()).offset >= 1
+    assert "Topic denied-t is not authorized for this client" in caplog.text
+
 def test_acl_admin_apis_with_confluent_kafka(acl_broker):
     admin = acl_broker.admin()
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
@@ -483,6 +506,135 @@ def test_delete_topics_needs_describe_then_delete(acl_broker):
         "denied-t": TOPIC_DENIED}
     # and nothing was deleted
     assert "kept" in admin.list_topics(timeout=30).topics
+
+def test_refusals_at_the_oldest_served_versions(acl_broker):
+    """A principal without rights (mallory) gets each refusal in the shape its version has
+    (fields a version lacks are not sent: an encoding failure would close the connection)."""
+    M = m
+    batch = build_batch([(int(time.time() * 1000), None, b"v")])
+
+    async def oldest(connection: Connection) -> dict[str, int]:
+        out = {}
+        md = await connection.send(M.MetadataRequest(topics=[
+            M.MetadataRequest.MetadataRequestTopic(name="denied-t")]), api_version=0)
+        out["metadata v0"] = md.topics[0].error_code
+        md = await connection.send(M.MetadataRequest(topics=[
+            M.MetadataRequest.MetadataRequestTopic(name="denied-t")],
+            allow_auto_topic_creation=False), api_version=5)
+        out["metadata v5"] = md.topics[0].error_code
+        produced = await connection.send(M.ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            M.ProduceRequest.TopicProduceData(name="denied-t", partition_data=[
+                M.ProduceRequest.PartitionProduceData(index=0, records=batch)])]),
+            api_version=3)
+        out["produce v3"] = produced.responses[0].partition_responses[0].error_code
+        fetched = await connection.send(_fetch("denied-t"), api_version=4)
+        out["fetch v4"] = fetched.responses[0].partitions[0].error_code
+        listed = await connection.send(M.ListOffsetsRequest(replica_id=-1, topics=[
+            M.ListOffsetsRequest.ListOffsetsTopic(name="denied-t", partitions=[
+                M.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]),
+            api_version=1)
+        out["list_offsets v1"] = listed.topics[0].partitions[0].error_code
+        found = await connection.send(M.FindCoordinatorRequest(key="denied-g"), api_version=0)
+        out["find_coordinator v0"] = found.error_code
+        joined = await connection.send(M.JoinGroupRequest(
+            group_id="denied-g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            member_id="", protocol_type="consumer", protocols=[]), api_version=2)
+        out["join_group v2"] = joined.error_code
+        synced = await connection.send(M.SyncGroupRequest(
+            group_id="denied-g", generation_id=1, member_id="m", assignments=[]), api_version=0)
+        out["sync_group v0"] = synced.error_code
+        left = await connection.send(M.LeaveGroupRequest(group_id="denied-g", member_id="m"),
+                                     api_version=0)
+        out["leave_group v0"] = left.error_code
+        described = await connection.send(M.DescribeGroupsRequest(groups=["denied-g"]),
+                                          api_version=0)
+        out["describe_groups v0"] = described.groups[0].error_code
+        committed = await connection.send(M.OffsetCommitRequest(
+            group_id="denied-g", generation_id_or_member_epoch=-1, member_id="",
+            topics=[M.OffsetCommitRequest.OffsetCommitRequestTopic(name="denied-t", partitions=[
+                M.OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
+                                                                   committed_offset=1)])]),
+            api_version=2)
+        out["offset_commit v2"] = committed.topics[0].partitions[0].error_code
+        fetched_offsets = await connection.send(M.OffsetFetchRequest(group_id="denied-g", topics=[
+            M.OffsetFetchRequest.OffsetFetchRequestTopic(name="denied-t",
+                                                         partition_indexes=[0])]),
+            api_version=1)
+        out["offset_fetch v1"] = fetched_offsets.topics[0].partitions[0].error_code
+        created = await connection.send(M.CreateTopicsRequest(timeout_ms=5000, topics=[
+            M.CreateTopicsRequest.CreatableTopic(name="denied-x", num_partitions=1,
+                                                 replication_factor=1)]), api_version=2)
+        out["create_topics v2"] = created.topics[0].error_code
+        deleted = await connection.send(M.DeleteTopicsRequest(topic_names=["denied-t"],
+                                                              timeout_ms=5000), api_version=1)
+        out["delete_topics v1"] = deleted.responses[0].error_code
+        configs = await connection.send(M.DescribeConfigsRequest(resources=[
+            M.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1",
+                                                             configuration_keys=None)]),
+            api_version=1)
+        out["describe_configs broker v1"] = configs.results[0].error_code
+        dirs = await connection.send(M.DescribeLogDirsRequest(topics=None), api_version=1)
+        out["describe_log_dirs v1 (no dirs)"] = len(dirs.results)
+        elected = await connection.send(M.ElectLeadersRequest(topic_partitions=[
+            M.ElectLeadersRequest.TopicPartitions(topic="denied-t", partitions=[0])],
+            timeout_ms=5000), api_version=0)
+        out["elect_leaders v0"] = \
+            elected.replica_election_results[0].partition_result[0].error_code
+        init = await connection.send(M.InitProducerIdRequest(
+            transactional_id="denied-x", transaction_timeout_ms=60000), api_version=0)
+        out["init_producer_id v0"] = init.error_code
+        added = await connection.send(M.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="denied-x", v3_and_below_producer_id=1,
+            v3_and_below_producer_epoch=0, v3_and_below_topics=[
+                M.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="denied-t",
+                                                                    partitions=[0])]),
+            api_version=0)
+        out["add_partitions_to_txn v0"] = \
+            added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+        scram = await connection.send(M.DescribeUserScramCredentialsRequest(users=None),
+                                      api_version=0)
+        out["describe_user_scram_credentials"] = scram.error_code
+        acls = await connection.send(M.DescribeAclsRequest(
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+            principal_filter=None, host_filter=None, operation=1, permission_type=1),
+            api_version=1)
+        out["describe_acls v1"] = acls.error_code
+        cluster = await connection.send(M.DescribeClusterRequest(
+            include_cluster_authorized_operations=True), api_version=0)
+        out["describe_cluster ops v0"] = cluster.cluster_authorized_operations
+        return out
+
+    assert run_as(acl_broker, "mallory", oldest) == {
+        "metadata v0": TOPIC_DENIED, "metadata v5": TOPIC_DENIED, "produce v3": TOPIC_DENIED,
+        "fetch v4": TOPIC_DENIED, "list_offsets v1": TOPIC_DENIED,
+        "find_coordinator v0": GROUP_DENIED, "join_group v2": GROUP_DENIED,
+        "sync_group v0": GROUP_DENIED, "leave_group v0": GROUP_DENIED,
+        "describe_groups v0": GROUP_DENIED, "offset_commit v2": GROUP_DENIED,
+        "offset_fetch v1": GROUP_DENIED, "create_topics v2": TOPIC_DENIED,
+        "delete_topics v1": TOPIC_DENIED,
+        "describe_configs broker v1": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "describe_log_dirs v1 (no dirs)": 0,
+        "elect_leaders v0": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "init_producer_id v0": TXN_DENIED, "add_partitions_to_txn v0": TXN_DENIED,
+        "describe_user_scram_credentials": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "describe_acls v1": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "describe_cluster ops v0": 0,
+    }
+
+
+def test_idempotent_producer_needs_idempotent_write_or_write_on_some_topic(acl_broker):
+    """InitProducerId without a transactional id (Kafka 4.0): IDEMPOTENT_WRITE on the cluster
+    or WRITE on any topic; mallory has neither (open topics count only through the no-ACL
+    rule)."""
+    request = m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                      producer_id=-1, producer_epoch=-1)
+
+    async def init(connection: Connection) -> int:
+        return (await connection.send(request, api_version=4)).error_code
+
+    assert run_as(acl_broker, "alice", init) == ErrorCode.NONE  # WRITE on allowed-*
+    assert run_as(acl_broker, "mallory", init) == (
+        ErrorCode.NONE if acl_broker.allow_everyone else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 def test_acls_survive_a_restart(acl_broker):
     """The bindings are metadata records: a restarted broker replays them from its metadata

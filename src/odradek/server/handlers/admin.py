@@ -166,13 +166,13 @@ class AdminApis:
         names = [n for n in names if (n, None) not in denied]
         ids = [i for i in ids if (None, i) not in denied]
         results = await self.controller.delete_topics(names, ids) if names or ids else []
-        out = [R.DeletableTopicResult(name=name, topic_id=topic_id,
-                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      error_message=TOPIC_DENIED)
-               if topic_id is not None else
-               R.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      error_message=TOPIC_DENIED)
-               for name, topic_id in denied]
+        out = []
+        for name, topic_id in denied:
+            item = R.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                          error_message=TOPIC_DENIED if version >= 5 else None)
+            if topic_id is not None:
+                item.topic_id = topic_id
+            out.append(item)
         asked = [(n, None) for n in names] + [(None, i) for i in ids]
         for (name, topic_id), res in zip(asked, results):
             item = R.DeletableTopicResult(
@@ -217,8 +217,10 @@ class AdminApis:
             results = await self.controller.elect_leaders(election_type, asked,
                                                           broker_config=self.config)
         except KafkaError as exc:
-            # As Kafka's error response: the error at the top and for every partition asked.
-            return R(error_code=exc.code, replica_election_results=[
+            # As Kafka's error response: the error at the top (v1+) and for every partition
+            # asked.
+            return R(error_code=exc.code if ctx.api_version >= 1 else ErrorCode.NONE,
+                     replica_election_results=[
                 R.ReplicaElectionResult(topic=topic, partition_result=[
                     R.PartitionResult(partition_id=p, error_code=exc.code,
                                       error_message=exc.message) for p in partitions])
@@ -420,7 +422,9 @@ class AdminApis:
     def describe_log_dirs(self, ctx: RequestContext, req: m.DescribeLogDirsRequest):
         R = m.DescribeLogDirsResponse
         if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
+            # v3+ say why; older versions get no directories, as Kafka answers them
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                     if ctx.api_version >= 3 else ErrorCode.NONE, results=[])
         wanted = None
         if req.topics is not None:
             wanted = {(t.topic, p) for t in req.topics for p in t.partitions}

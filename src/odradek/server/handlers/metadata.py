@@ -180,13 +180,15 @@ class MetadataApis:
             created_errors = {name: ErrorCode.INVALID_TOPIC_EXCEPTION for name in missing
                               if validate_topic_name(name) is not None}
         include_operations = version >= 8 and req.include_topic_authorized_operations
+        # a refused topic reports no operations (the field exists from v8)
+        denied_operations = 0 if version >= 8 else AUTHORIZED_OPERATIONS_OMITTED
         live = {b for b, reg in image.brokers.items() if not reg.fenced}
         for name in wanted_names:
             if name not in described:
                 if not all_topics:  # named: refused without saying whether it exists
                     topics_out.append(m.MetadataResponse.MetadataResponseTopic(
                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
-                        topic_authorized_operations=0))
+                        topic_authorized_operations=denied_operations))
                 continue
             topic = image.topics_by_name.get(name)
             if topic is None:
@@ -207,7 +209,7 @@ class MetadataApis:
             elif not ctx.authorize_topic(AclOperation.DESCRIBE, topic.name):
                 topics_out.append(m.MetadataResponse.MetadataResponseTopic(
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None,
-                    topic_id=topic_id, topic_authorized_operations=0))
+                    topic_id=topic_id, topic_authorized_operations=denied_operations))
             else:
                 topics_out.append(_topic_metadata(topic, live, ctx, include_operations))
         response = m.MetadataResponse(
