@@ -158,5 +158,11 @@ def test_secure_example(tmp_path):
         result = _run("topics", "--bootstrap-server", f"localhost:{port}", "--command-config",
                       str(client_properties), "--list")
         assert "secure-example" in result.stdout.split()
+        # ACLs are on (without an authorizer the ACL APIs answer SECURITY_DISABLED)
+        granted = _run("acls", "--bootstrap-server", f"localhost:{port}", "--command-config",
+                       str(client_properties), "--add", "--allow-principal", "User:reader",
+                       "--consumer", "--topic", "secure-example", "--group", "readers")
+        assert granted.returncode == 0, granted.stderr
+        assert "User:reader" in granted.stdout
     finally:
         broker.stop()

@@ -43,6 +43,7 @@ from odradek.server.config import KafkaConfig
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis
+from odradek.server.handlers.acls import AclApis
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.client_quotas import ClientQuotaApis
 from odradek.server.handlers.controller import ControllerApis
@@ -240,8 +241,10 @@ class HandlerNode:
         self.raft_apis = RaftApis(self.quorum)
         self.scram_apis = ScramApis(cache, controller)
         self.client_quota_apis = ClientQuotaApis(cache, controller)
+        self.acl_apis = AclApis(cache, controller)
         self.apis.bind(forwarded_handler_table(self.admin_apis, self.raft_apis, self.scram_apis,
-                                               self.client_quota_apis), FORWARDED)
+                                               self.acl_apis, self.client_quota_apis),
+                       FORWARDED)
         self.apis.bind(controller_handler_table(
             metadata=self.metadata_apis, raft=self.raft_apis,
             controller=ControllerApis(self.controller),
@@ -257,7 +260,7 @@ class HandlerNode:
             groups=self.group_apis, admin=self.admin_apis, producer_ids=self.producer_id_apis,
             raft=self.raft_apis, producers=ProducerStateApis(self.replica_manager),
             transactions=self.transaction_apis, scram=self.scram_apis,
-            client_quotas=self.client_quota_apis))
+            client_quotas=self.client_quota_apis, acls=self.acl_apis))
 
     def listener_kind(self, listener_name: str) -> str:
         if listener_name in self.config.controller_listener_names:

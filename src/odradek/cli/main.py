@@ -40,6 +40,8 @@ TOOLS: dict[str, Tool] = {
                             "(kafka-consumer-groups.sh)."),
     "configs": Tool("odradek.cli.configs",
                     "Describe and alter topic, broker and client configs (kafka-configs.sh)."),
+    "acls": Tool("odradek.cli.acls",
+                 "Add, remove and list ACLs (kafka-acls.sh)."),
     "get-offsets": Tool("odradek.cli.get_offsets",
                         "Print partition offsets for a time or position (kafka-get-offsets.sh)."),
     "delete-records": Tool("odradek.cli.delete_records",

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
+from odradek.client.admin_acls import AclAdmin
 from odradek.client.admin_groups import GroupAdmin
 from odradek.client.admin_quotas import ClientQuotaAdmin
 from odradek.client.admin_scram import ScramAdmin
@@ -122,7 +123,7 @@ def _finish(results: dict[K, Any], raise_errors: bool) -> dict[K, Any]:
     return results
 
 
-class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin):
+class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, AclAdmin):
     """Kafka's Admin API over asyncio (the consumer group calls come from `GroupAdmin`, the
     transaction calls from `TransactionAdmin`).
     Connects lazily; `close` (or ``async with``) when done."""
@@ -999,4 +1000,7 @@ class Admin(SyncFacade[AdminClient]):
     describe_user_scram_credentials = blocking(AdminClient.describe_user_scram_credentials)
     alter_client_quotas = blocking(AdminClient.alter_client_quotas)
     describe_client_quotas = blocking(AdminClient.describe_client_quotas)
+    create_acls = blocking(AdminClient.create_acls)
+    describe_acls = blocking(AdminClient.describe_acls)
+    delete_acls = blocking(AdminClient.delete_acls)
     end_transaction = blocking(AdminClient.end_transaction)

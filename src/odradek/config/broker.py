@@ -26,6 +26,11 @@ from odradek.config.validators import Validator, at_least, between, one_of
 LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
+# authorizer.class.name values: Kafka's StandardAuthorizer (odradek.security.authorizer); the
+# ZooKeeper-era AclAuthorizer's name is taken too, its ACL semantics being the same.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CLASSES = frozenset({STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer"})
+
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
 
@@ -340,9 +345,9 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Window of one metrics sample."),
     ("metrics.recording.level", _S, "INFO", one_of("INFO", "DEBUG", "TRACE"), _LOW, _RO,
      "Highest recording level of metrics."),
-    # --- security (accepted and stored; TLS and SASL are implemented later) ---
-    ("authorizer.class.name", _S, "", None, _LOW, _RO,
-     "Authorizer class; empty disables authorization."),
+    # --- security: authorization (StandardAuthorizer, odradek.security.authorizer) ---
+    ("authorizer.class.name", _S, "", one_of("", *sorted(AUTHORIZER_CLASSES)), _LOW, _RO,
+     "Authorizer class (StandardAuthorizer: ACLs in the metadata log); empty: none."),
     ("super.users", _S, None, None, _LOW, _RO,
      "Semicolon-separated principals allowed everything (read by the authorizer)."),
     ("allow.everyone.if.no.acl.found", _B, False, None, _LOW, _RO,

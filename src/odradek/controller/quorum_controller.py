@@ -23,7 +23,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
-from odradek.controller import client_quota_control, cluster_control, features, scram_control
+from odradek.controller import (
+    acl_control,
+    client_quota_control,
+    cluster_control,
+    features,
+    scram_control,
+)
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.controller.controller import ControllerState, OpResult, TopicSpec
 from odradek.controller.quorum import MetadataQuorum
@@ -385,6 +391,27 @@ class QuorumController:
                 return results
         except KafkaError as exc:
             return [(entry, _failed(exc)) for entry in entries]
+    async def create_acls(self, bindings: Sequence[Any]) -> list[OpResult]:
+        """CreateAcls: a result per binding (see `controller.acl_control`)."""
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = acl_control.create_acls(self.image, bindings)
+                await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return [_failed(exc) for _ in bindings]
+
+    async def delete_acls(self, filters: Sequence[Any]) -> list[tuple[OpResult, list[Any]]]:
+        """DeleteAcls: per filter, its result and the ACLs it removed."""
+        try:
+            async with self._lock:
+                self._check_active()
+                results, records = acl_control.delete_acls(self.image, filters)
+                await self._commit(records)
+                return results
+        except KafkaError as exc:
+            return [(_failed(exc), []) for _ in filters]
 
 
 def _failed(exc: KafkaError) -> OpResult:

@@ -15,6 +15,7 @@ from typing import Any
 
 from odradek.config.listeners import Endpoint
 from odradek.protocol import messages as m
+from odradek.security.acl import AclBinding, binding
 from odradek.security.scram import ScramCredential
 
 # ConfigResource types, as in DescribeConfigs / ConfigRecord.
@@ -94,6 +95,8 @@ class MetadataImage:
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=_empty)
     # user -> SCRAM mechanism id (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram_credentials: Mapping[str, Mapping[int, ScramCredential]] = field(default_factory=_empty)
+    # ACL id (AccessControlEntryRecord.Id) -> binding; a new mapping whenever ACLs change
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)
 
     def topic(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -136,6 +139,7 @@ class MetadataDelta:
     _next_producer_id: int | None = None
     _client_quotas: dict | None = None
     _scram: dict[str, dict[int, ScramCredential]] | None = None
+    _acls: dict[uuid.UUID, AclBinding] | None = None
     offset: int = -1
     epoch: int = -1
 
@@ -175,7 +179,7 @@ class MetadataDelta:
         handler = _REPLAYERS.get(type(record).__name__)
         if handler is not None:
             handler(self, record)
-        # Records Odradek does not act on yet (delegation tokens, ACLs...) are kept in
+        # Records Odradek does not act on yet (delegation tokens...) are kept in
         # the log and skipped here, so a later version can replay them.
 
     def _replay_FeatureLevelRecord(self, r: m.FeatureLevelRecord) -> None:
@@ -328,6 +332,18 @@ class MetadataDelta:
             if not section:
                 del credentials[r.name]
 
+    def _acls_w(self) -> dict[uuid.UUID, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    def _replay_AccessControlEntryRecord(self, r: m.AccessControlEntryRecord) -> None:
+        self._acls_w()[r.id] = binding(r.resource_type, r.resource_name, r.pattern_type,
+                                       r.principal, r.host, r.operation, r.permission_type)
+
+    def _replay_RemoveAccessControlEntryRecord(self, r: m.RemoveAccessControlEntryRecord) -> None:
+        self._acls_w().pop(r.id, None)
+
     def apply(self) -> MetadataImage:
         image = self.image
         topics_by_id = image.topics_by_id
@@ -373,6 +389,7 @@ class MetadataDelta:
                                   for user, creds in self._scram.items()})
                 if self._scram is not None else image.scram_credentials
             ),
+            acls=MappingProxyType(self._acls) if self._acls is not None else image.acls,
         )
 
 
@@ -391,7 +408,7 @@ def image_records(image: MetadataImage) -> list[Any]:
     """The metadata records that rebuild `image` when replayed on an empty one (what a
     metadata snapshot holds, as Kafka's image writers): features, brokers (with their fenced
     and controlled-shutdown state), topics and partitions, configs, the producer id block,
-    client quotas and SCRAM credentials. `replay_records(image_records(img))` equals `img` but for offset and
+    client quotas, SCRAM credentials and ACLs. `replay_records(image_records(img))` equals `img` but for offset and
     epoch, which the snapshot's id carries."""
     records: list[Any] = [
         m.FeatureLevelRecord(name=name, feature_level=level)
@@ -449,7 +466,16 @@ def image_records(image: MetadataImage) -> list[Any]:
                 name=user, mechanism=mechanism, salt=credential.salt,
                 stored_key=credential.stored_key, server_key=credential.server_key,
                 iterations=credential.iterations))
+    for acl_id, acl in sorted(image.acls.items()):
+        records.append(acl_record(acl_id, acl))
     return records
+
+
+def acl_record(acl_id: uuid.UUID, acl: AclBinding) -> m.AccessControlEntryRecord:
+    return m.AccessControlEntryRecord(
+        id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
+        pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+        operation=acl.operation, permission_type=acl.permission)
 
 
 def replay_records(records: Any, offset: int = -1, epoch: int = -1,

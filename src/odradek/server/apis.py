@@ -23,6 +23,7 @@ from odradek.server.handlers import sasl
 
 if TYPE_CHECKING:
     from odradek.server.forwarding import EnvelopeApis
+    from odradek.server.handlers.acls import AclApis
     from odradek.server.handlers.admin import AdminApis
     from odradek.server.handlers.client_quotas import ClientQuotaApis
     from odradek.server.handlers.controller import ControllerApis
@@ -57,6 +58,7 @@ SERVED_VERSIONS: dict[int, int] = {
         0, 1, 2, 3,  # Produce, Fetch, ListOffsets, Metadata
         8, 9, 10, 11, 12, 13, 14, 15, 16,  # offsets and classic groups
         28,  # TxnOffsetCommit
+        29, 30, 31,  # DescribeAcls, CreateAcls, DeleteAcls (the writes forwarded)
         17, 18, 36,  # SaslHandshake, ApiVersions, SaslAuthenticate
         19, 20, 21, 22, 23, 32, 33, 35, 37, 42, 44, 47,
         24, 25, 26, 27,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers
@@ -104,6 +106,8 @@ CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
 FORWARDED_APIS = frozenset({
     19,  # CreateTopics
     20,  # DeleteTopics
+    30,  # CreateAcls
+    31,  # DeleteAcls
     33,  # AlterConfigs
     37,  # CreatePartitions
     43,  # ElectLeaders
@@ -134,7 +138,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
                   raft: RaftApis, producers: ProducerStateApis,
                   transactions: TransactionApis, scram: ScramApis,
-                  client_quotas: ClientQuotaApis | None = None) -> dict[int, Handler]:
+                  acls: AclApis, client_quotas: ClientQuotaApis | None = None
+                  ) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -160,6 +165,9 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         26: transactions.end_txn,
         27: transactions.write_txn_markers,
         28: groups.txn_offset_commit,
+        29: acls.describe_acls,
+        30: acls.create_acls,
+        31: acls.delete_acls,
         36: sasl.sasl_authenticate,
         42: groups.delete_groups,
         47: groups.offset_delete,
@@ -205,12 +213,13 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
 
 
 def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
-                            scram: ScramApis,
+                            scram: ScramApis, acls: AclApis,
                             client_quotas: ClientQuotaApis | None = None) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
     handlers = {**admin_handler_table(admin), 55: raft.describe_quorum,
                 51: scram.alter_user_scram_credentials,
+                30: acls.create_acls, 31: acls.delete_acls,
                 80: raft.add_raft_voter, 81: raft.remove_raft_voter,
                 **client_quota_handlers(client_quotas)}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}

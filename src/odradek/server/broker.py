@@ -48,6 +48,7 @@ from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.ids import kafka_str_to_uuid
 from odradek.raft import RaftConfig
+from odradek.security.authorizer import StandardAuthorizer
 from odradek.server.alter_partition import AlterPartitionManager
 from odradek.server.apis import (
     BROKER_LISTENER,
@@ -71,6 +72,7 @@ from odradek.server.controller_mutation_quota import ControllerMutationQuotas
 from odradek.server.coordinators import OffsetsTopicCreator, start_group_coordinator
 from odradek.server.fetch_session import FetchSessionCache
 from odradek.server.forwarding import EnvelopeApis, ForwardingManager
+from odradek.server.handlers.acls import AclApis
 from odradek.server.handlers.admin import AdminApis
 from odradek.server.handlers.client_quotas import ClientQuotaApis
 from odradek.server.handlers.controller import ControllerApis
@@ -271,6 +273,7 @@ class Broker:
             max_request_size=int(self.config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(self.config.get("connections.max.idle.ms")),
             request_metrics=RequestMetrics(int(self.config.get("request.slow.log.ms"))),
+            authorizer=StandardAuthorizer.from_config(self.config, lambda: self.image.acls),
         )
         self._build_quotas(self.network)
         listeners = self._listener_configs()
@@ -719,6 +722,7 @@ class Broker:
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
         scram = ScramApis(cache, controller)
         client_quotas = ClientQuotaApis(cache, controller)
+        acls = AclApis(cache, controller)
         # Controller mutation quotas hold CreateTopics, DeleteTopics and CreatePartitions where
         # they are carried out: here, as the active controller.
         config = self.config
@@ -730,7 +734,7 @@ class Broker:
         cache.subscribe(mutation_quotas.apply_image)
         # Forwarded requests are carried out here, as the active controller.
         self.apis.bind(mutation_quotas.wrap(
-            forwarded_handler_table(admin, raft, scram, client_quotas)), FORWARDED)
+            forwarded_handler_table(admin, raft, scram, acls, client_quotas)), FORWARDED)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -767,6 +771,7 @@ class Broker:
                                          int(self.config.get("request.timeout.ms"))),
             scram=scram,
             client_quotas=client_quotas,
+            acls=acls,
         )
         handlers = mutation_quotas.wrap(handlers)
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS

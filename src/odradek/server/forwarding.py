@@ -28,6 +28,7 @@ from odradek.controller.controller import OpResult, TopicSpec
 from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError
+from odradek.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from odradek.controller.quorum import MetadataQuorum
@@ -72,10 +73,12 @@ class ForwardingManager:
         return self.channel is not None and not self.quorum.is_active
 
     async def forward(self, api_key: int, api_version: int, request: Any, *,
-                      client_id: str | None, principal: str = "User:ANONYMOUS",
+                      client_id: str | None, principal: str = "",
                       client_host: str = "") -> Any | None:
         """Forwards a request to the active controller and returns its answer, or None if no
-        controller took it before the deadline."""
+        controller took it before the deadline. `principal`: whose request it is (empty: this
+        broker's own, e.g. an auto-creation the broker already authorized; the controller then
+        acts for the principal of the broker's connection)."""
         frame = framing.encode_request(api_key, api_version, 0, client_id, request)[4:]
         envelope = m.EnvelopeRequest(request_data=frame,
                                      request_principal=principal.encode(),
@@ -141,6 +144,8 @@ class EnvelopeApis:
         R = m.EnvelopeResponse
         if not self.quorum.is_active:
             return R(error_code=ErrorCode.NOT_CONTROLLER, response_data=None)
+        if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # only brokers forward
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, response_data=None)
         try:
             header, inner = framing.decode_request(bytes(req.request_data))
         except ProtocolError as exc:
@@ -153,7 +158,8 @@ class EnvelopeApis:
         if handler is None:  # not a forwardable API, or a version we do not take
             return R(error_code=ErrorCode.INVALID_REQUEST, response_data=None)
         principal = (req.request_principal or b"").decode(errors="replace") or ctx.principal
-        inner_ctx = dataclasses.replace(ctx, header=header, principal=principal)
+        inner_ctx = dataclasses.replace(ctx, header=header, principal=principal,
+                                        client_address=_address_text(req.client_host_address))
         response = await _call(handler, inner_ctx, inner)
         frame = framing.encode_response(api_key, version, header.correlation_id, response)
         return R(error_code=ErrorCode.NONE, response_data=frame[4:])
@@ -164,6 +170,13 @@ async def _call(handler: Handler, ctx: Any, request: Any) -> Any:
     if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
         return await result
     return result
+
+
+def _address_text(packed: bytes | None) -> str | None:
+    try:
+        return str(ipaddress.ip_address(bytes(packed))) if packed else None
+    except ValueError:
+        return None
 
 
 def _address_bytes(host: str) -> bytes:

@@ -24,9 +24,9 @@ import os
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import framing
 from odradek.protocol.errors import (
@@ -36,10 +36,19 @@ from odradek.protocol.errors import (
     UnsupportedVersionError,
 )
 from odradek.request_timing import CURRENT_REQUEST, RequestTiming
+from odradek.security.acl import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    all_operations_bitfield,
+)
 from odradek.security.principal import certificate_principal
 from odradek.server import request_log
 from odradek.server.authentication import ListenerSecurity, SaslSession
 from odradek.server.request_metrics import RequestMetrics
+
+if TYPE_CHECKING:
+    from odradek.security.authorizer import StandardAuthorizer
 
 log = logging.getLogger("odradek.network")
 
@@ -61,6 +70,9 @@ class RequestContext:
     listener: str
     received_ns: int
     principal: str = "User:ANONYMOUS"
+    # The client's address when it is not this connection's peer (a request a broker
+    # forwarded in an Envelope names its client's).
+    client_address: str | None = None
 
     @property
     def api_version(self) -> int:
@@ -72,7 +84,51 @@ class RequestContext:
 
     @property
     def client_host(self) -> str:
-        return self.connection.peer_host
+        return self.client_address if self.client_address is not None \
+            else self.connection.peer_host
+
+    # -- authorization (the one place handlers ask; no authorizer: everything is allowed)
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        connection = self.connection  # None: a request made up inside this process
+        return connection.server.authorizer if connection is not None else None
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        authorizer = self.authorizer
+        return authorizer is None or authorizer.authorize(
+            self.principal, self.client_host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorize_topic(self, operation: AclOperation, name: str) -> bool:
+        return self.authorize(operation, ResourceType.TOPIC, name)
+
+    def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                         names: Iterable[str]) -> set[str]:
+        """The names among `names` the principal may do `operation` on."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return set(names)
+        principal, host = self.principal, self.client_host
+        return {name for name in set(names)
+                if authorizer.authorize(principal, host, operation, resource_type, name)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """Kafka's authorized-operations bitfield of a resource for this principal (every
+        supported operation when there is no authorizer)."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return all_operations_bitfield(resource_type)
+        return authorizer.authorized_operations(self.principal, self.client_host,
+                                                resource_type, name)
+
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do `operation` on some resource of the type."""
+        authorizer = self.authorizer
+        return authorizer is None or authorizer.authorize_any(
+            self.principal, self.client_host, operation, resource_type)
 
 
 # A dispatcher returns the response object, or None when no response is due (acks=0 produce),
@@ -529,6 +585,9 @@ class NetworkServer:
     client_quotas: Any = None
     connection_quotas: Any = None
     unquoted_listeners: frozenset[str] = frozenset()
+    # authorizer.class.name's authorizer (None: every request is allowed), read by each
+    # request's context
+    authorizer: StandardAuthorizer | None = None
     _reaper: asyncio.Task | None = None
 
     async def start(self, listeners: list[ListenerConfig]) -> None:

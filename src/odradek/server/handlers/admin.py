@@ -17,6 +17,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.controller.quorum_controller import QuorumController
@@ -25,6 +26,22 @@ if TYPE_CHECKING:
     from odradek.storage.config import LogConfig
 
 log = logging.getLogger("odradek.admin")
+
+CLUSTER_DENIED = "Cluster authorization failed."
+TOPIC_DENIED = "Topic authorization failed."
+
+
+def config_resource_denied(ctx: RequestContext, resource_type: int, name: str,
+                           operation: AclOperation) -> ErrorCode | None:
+    """The error for a config resource the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS
+    (topics: on the topic; brokers and loggers: on the cluster), or None."""
+    if resource_type == RESOURCE_TOPIC:
+        return None if ctx.authorize_topic(operation, name) \
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        return None if ctx.authorize_cluster(operation) \
+            else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 class AdminApis:
@@ -65,8 +82,13 @@ class AdminApis:
             if t.name in seen:
                 duplicates.add(t.name)
             seen.add(t.name)
+        # CREATE on the cluster allows every topic; else CREATE on each topic is needed.
+        denied: set[str] = set()
+        if not ctx.authorize_cluster(AclOperation.CREATE):
+            names = {t.name for t in req.topics}
+            denied = names - ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, names)
         for t in req.topics:
-            if t.name in duplicates:
+            if t.name in duplicates or t.name in denied:
                 continue
             specs.append(TopicSpec(
                 name=t.name,
@@ -84,6 +106,11 @@ class AdminApis:
                     name=name, error_code=ErrorCode.INVALID_REQUEST,
                     error_message=f"Duplicate topic name {name} in the request."))
                 continue
+            if name in denied:
+                out.append(R.CreatableTopicResult(
+                    name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=TOPIC_DENIED if version >= 1 else None))
+                continue
             res = by_name[name]
             item = R.CreatableTopicResult(name=name, error_code=res.error,
                                           error_message=res.message if version >= 1 else None)
@@ -91,7 +118,9 @@ class AdminApis:
                 item.topic_id = res.data["topic_id"]
                 item.num_partitions = res.data["num_partitions"]
                 item.replication_factor = res.data["replication_factor"]
-                if version >= 5:
+                if version >= 5 and not ctx.authorize_topic(AclOperation.DESCRIBE_CONFIGS, name):
+                    item.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif version >= 5:
                     item.configs = [
                         R.CreatableTopicConfigs(name=e.name, value=e.value,
                                                 read_only=e.is_read_only,
@@ -117,8 +146,34 @@ class AdminApis:
             items = [(t.name, t.topic_id if t.name is None else None) for t in req.topics]
         names = [n for n, i in items if n is not None]
         ids = [i for n, i in items if n is None]
-        results = await self.controller.delete_topics(names, ids)
+        image = self.cache.image
+
+        def deletable(name: str | None, topic_id: Any) -> bool:
+            """As Kafka's ControllerApis: a topic the principal may not DESCRIBE is refused
+            whether or not it exists; one it may describe but not DELETE, if it exists (a
+            missing one answers UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID)."""
+            if name is None:
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    return True  # the controller answers UNKNOWN_TOPIC_ID
+                name = topic.name
+            if not ctx.authorize_topic(AclOperation.DESCRIBE, name):
+                return False
+            return name not in image.topics_by_name or \
+                ctx.authorize_topic(AclOperation.DELETE, name)
+
+        denied = [(n, None) for n in names if not deletable(n, None)] + \
+                 [(None, i) for i in ids if not deletable(None, i)]
+        names = [n for n in names if (n, None) not in denied]
+        ids = [i for i in ids if (None, i) not in denied]
+        results = await self.controller.delete_topics(names, ids) if names or ids else []
         out = []
+        for name, topic_id in denied:
+            item = R.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                          error_message=TOPIC_DENIED if version >= 5 else None)
+            if topic_id is not None:
+                item.topic_id = topic_id
+            out.append(item)
         asked = [(n, None) for n in names] + [(None, i) for i in ids]
         for (name, topic_id), res in zip(asked, results):
             item = R.DeletableTopicResult(
@@ -139,6 +194,11 @@ class AdminApis:
         for t in req.topics:
             if counts[t.name] > 1:
                 continue
+            if not ctx.authorize_topic(AclOperation.ALTER, t.name):
+                out.append(R.CreatePartitionsTopicResult(
+                    name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=TOPIC_DENIED))
+                continue
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             res = await self.controller.create_partitions(t.name, t.count, assignments,
                                                           req.validate_only)
@@ -153,11 +213,15 @@ class AdminApis:
         asked = (None if req.topic_partitions is None
                  else [(t.topic, list(t.partitions)) for t in req.topic_partitions])
         try:
+            if not ctx.authorize_cluster(AclOperation.ALTER):
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
             results = await self.controller.elect_leaders(election_type, asked,
                                                           broker_config=self.config)
         except KafkaError as exc:
-            # As Kafka's error response: the error at the top and for every partition asked.
-            return R(error_code=exc.code, replica_election_results=[
+            # As Kafka's error response: the error at the top (v1+) and for every partition
+            # asked.
+            return R(error_code=exc.code if ctx.api_version >= 1 else ErrorCode.NONE,
+                     replica_election_results=[
                 R.ReplicaElectionResult(topic=topic, partition_result=[
                     R.PartitionResult(partition_id=p, error_code=exc.code,
                                       error_message=exc.message) for p in partitions])
@@ -179,6 +243,8 @@ class AdminApis:
                             None if p.replicas is None else list(p.replicas))
                            for p in t.partitions]) for t in req.topics]
         try:
+            if not ctx.authorize_cluster(AclOperation.ALTER):
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
             results = await self.controller.alter_partition_reassignments(asked)
         except KafkaError as exc:
             return R(error_code=exc.code, error_message=exc.message, responses=[
@@ -202,6 +268,8 @@ class AdminApis:
         asked = (None if req.topics is None
                  else [(t.name, list(t.partition_indexes)) for t in req.topics])
         try:
+            if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
             ongoing = await self.controller.list_partition_reassignments(asked)
         except KafkaError as exc:
             return R(error_code=exc.code, error_message=exc.message, topics=[])
@@ -224,6 +292,8 @@ class AdminApis:
                                  upgrade_type_of(version, u.allow_downgrade, u.upgrade_type))
                    for u in req.feature_updates]
         try:
+            if not ctx.authorize_cluster(AclOperation.ALTER):
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
             results = await self.controller.update_features(
                 updates, validate_only=version >= 1 and req.validate_only)
         except KafkaError as exc:
@@ -245,6 +315,10 @@ class AdminApis:
             out = R.DescribeConfigsResult(resource_type=res.resource_type,
                                           resource_name=res.resource_name, configs=[])
             try:
+                denied = config_resource_denied(ctx, res.resource_type, res.resource_name,
+                                                AclOperation.DESCRIBE_CONFIGS)
+                if denied is not None:
+                    raise KafkaError(denied, None)
                 if res.resource_type == RESOURCE_TOPIC:
                     if res.resource_name not in self.cache.image.topics_by_name:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -287,6 +361,13 @@ class AdminApis:
         R = m.AlterConfigsResponse
         out = []
         for res in req.resources:
+            denied = config_resource_denied(ctx, res.resource_type, res.resource_name,
+                                            AclOperation.ALTER_CONFIGS)
+            if denied is not None:
+                out.append(R.AlterConfigsResourceResponse(
+                    error_code=denied, error_message=None,
+                    resource_type=res.resource_type, resource_name=res.resource_name))
+                continue
             ops = [(c.name, 0, c.value) for c in res.configs]
             result = await self.controller.alter_configs(res.resource_type, res.resource_name, ops,
                                                 incremental=False, validate_only=req.validate_only)
@@ -300,6 +381,13 @@ class AdminApis:
         R = m.IncrementalAlterConfigsResponse
         out = []
         for res in req.resources:
+            denied = config_resource_denied(ctx, res.resource_type, res.resource_name,
+                                            AclOperation.ALTER_CONFIGS)
+            if denied is not None:
+                out.append(R.AlterConfigsResourceResponse(
+                    error_code=denied, error_message=None,
+                    resource_type=res.resource_type, resource_name=res.resource_name))
+                continue
             ops = [(c.name, c.config_operation, c.value) for c in res.configs]
             result = await self.controller.alter_configs(res.resource_type, res.resource_name, ops,
                                                 incremental=True, validate_only=req.validate_only)
@@ -312,11 +400,17 @@ class AdminApis:
         R = m.DeleteRecordsResponse
         replica_manager = self.replica_manager
         topics_out = []
+        deletable = ctx.authorized_names(AclOperation.DELETE, ResourceType.TOPIC,
+                                         (t.name for t in req.topics))
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 out = R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                      low_watermark=-1)
+                if t.name not in deletable:
+                    out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(out)
+                    continue
                 try:
                     out.low_watermark = replica_manager.delete_records(t.name, p.partition_index,
                                                                        p.offset)
@@ -328,6 +422,10 @@ class AdminApis:
 
     def describe_log_dirs(self, ctx: RequestContext, req: m.DescribeLogDirsRequest):
         R = m.DescribeLogDirsResponse
+        if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+            # v3+ say why; older versions get no directories, as Kafka answers them
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                     if ctx.api_version >= 3 else ErrorCode.NONE, results=[])
         wanted = None
         if req.topics is not None:
             wanted = {(t.topic, p) for t in req.topics for p in t.partitions}

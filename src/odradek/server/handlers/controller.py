@@ -12,10 +12,18 @@ from typing import TYPE_CHECKING
 from odradek.controller.cluster_control import BrokerRegistrationRequest
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from odradek.controller.quorum_controller import QuorumController
     from odradek.server.network import RequestContext
+
+
+def require_cluster_action(ctx: RequestContext | None) -> None:
+    """Inter-node APIs need CLUSTER_ACTION on the cluster (brokers' principals are super users
+    or granted it); a call from this process (no context) is trusted."""
+    if ctx is not None and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
 class ControllerApis:
@@ -34,6 +42,7 @@ class ControllerApis:
                       for f in req.features},
             rack=req.rack)
         try:
+            require_cluster_action(ctx)
             epoch = await self.controller.register_broker(request)
         except KafkaError as exc:
             return R(error_code=exc.code, broker_epoch=-1)
@@ -42,6 +51,7 @@ class ControllerApis:
     async def broker_heartbeat(self, ctx: RequestContext, req: m.BrokerHeartbeatRequest):
         R = m.BrokerHeartbeatResponse
         try:
+            require_cluster_action(ctx)
             reply = await self.controller.broker_heartbeat(
                 req.broker_id, req.broker_epoch, req.current_metadata_offset,
                 want_fence=req.want_fence, want_shutdown=req.want_shut_down)
@@ -55,6 +65,7 @@ class ControllerApis:
                                     req: m.AllocateProducerIdsRequest):
         R = m.AllocateProducerIdsResponse
         try:
+            require_cluster_action(ctx)
             start, length = await self.controller.allocate_producer_ids(req.broker_id,
                                                                         req.broker_epoch)
         except KafkaError as exc:
@@ -66,6 +77,7 @@ class ControllerApis:
         that is not the active controller answers NOT_CONTROLLER at the top level."""
         version = ctx.api_version if ctx is not None else _local_alter_partition_version(req)
         try:
+            require_cluster_action(ctx)
             return await self.controller.alter_partition(req, version)
         except KafkaError as exc:
             return m.AlterPartitionResponse(error_code=exc.code)

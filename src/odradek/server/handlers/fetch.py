@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.fetch_session import (
     CachedPartition,
     PartitionKey,
@@ -48,6 +50,7 @@ class _Wanted:
     partition: int
     fetch: CachedPartition
     start: LogEnd | None = None  # where a long poll's data starts, computed once
+    denied: bool = False  # the principal may not read it (TOPIC_AUTHORIZATION_FAILED)
 
 
 def _requested(version: int, req: m.FetchRequest) -> list[tuple[PartitionKey, CachedPartition]]:
@@ -85,6 +88,9 @@ def _read_all(replica_manager: ReplicaManager, version: int, wanted: list[_Wante
         if w.topic is None:
             results.append(ReadResult(ErrorCode.UNKNOWN_TOPIC_ID))
             continue
+        if w.denied:
+            results.append(ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         budget = min(w.fetch.max_bytes, max(0, max_bytes - total))
         if follower is not None:
             result = replica_manager.read_for_follower(
@@ -118,7 +124,7 @@ async def _long_poll(replica_manager: ReplicaManager, wanted: list[_Wanted], min
                      leader_only: bool) -> None:
     """Kafka's delayed fetch: waits until `min_bytes` are readable or `max_wait_ms` passed.
     Each wake-up compares end positions with start positions computed once, reading no data."""
-    polled = [w for w in wanted if w.topic is not None]
+    polled = [w for w in wanted if w.topic is not None and not w.denied]
     for w in polled:
         w.start = replica_manager.fetch_position(w.topic, w.partition, w.fetch.fetch_offset,
                                                  leader_only)
@@ -157,13 +163,32 @@ class FetchApis:
                 req.max_bytes = min(req.max_bytes, max(1, int(cap)))
         hints = (LeaderHints(self.replica_manager.image, ctx.listener)
                  if ctx.api_version >= NEW_LEADER_HINT_VERSION else None)
-        return await fetch(self, ctx.api_version, req, hints, ctx.listener)
+        return await fetch(self, ctx.api_version, req, hints, ctx.listener,
+                           readable=_readable_topics(ctx, req))
 
     def list_offsets(self, ctx: RequestContext, req: m.ListOffsetsRequest):
-        return list_offsets(self.replica_manager, ctx.api_version, req)
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         (t.name for t in req.topics))
+        return list_offsets(self.replica_manager, ctx.api_version, req, described)
 
     def offset_for_leader_epoch(self, ctx: RequestContext, req: m.OffsetForLeaderEpochRequest):
-        return offset_for_leader_epoch(self.replica_manager, req)
+        # Kafka: followers by CLUSTER_ACTION, consumers by DESCRIBE on each topic
+        described = None if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else \
+            ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                 (t.topic for t in req.topics))
+        return offset_for_leader_epoch(self.replica_manager, req, described)
+
+
+def _readable_topics(ctx: RequestContext, req: m.FetchRequest) -> Callable[[str], bool] | None:
+    """Which topics the fetch may read (None: all): a follower's fetch needs CLUSTER_ACTION
+    (every partition of a follower without it fails), a consumer's READ on each topic."""
+    if ctx.authorizer is None:
+        return None
+    replica_id = req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
+    if replica_id >= 0:
+        allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+        return lambda _topic: allowed
+    return lambda topic: ctx.authorize_topic(AclOperation.READ, topic)
 
 
 # Fetch v16+ carries where a moved partition's leader is now (KIP-951).
@@ -173,7 +198,8 @@ CLIENT_METADATA_VERSION = 11
 
 
 async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
-                hints: LeaderHints | None = None, listener: str = ""):
+                hints: LeaderHints | None = None, listener: str = "",
+                readable: Callable[[str], bool] | None = None):
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     follower = None
     client = None
@@ -202,6 +228,9 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
     by_id = replica_manager.by_topic_id
     wanted = [_Wanted(key, by_id.get(key) if version >= 13 else key, partition, cached)
               for (key, partition), cached in context.partitions]
+    if readable is not None:
+        for w in wanted:
+            w.denied = w.topic is not None and not readable(w.topic)
 
     results, total = _read_all(replica_manager, version, wanted, max_bytes, isolation,
                                follower, client)
@@ -260,7 +289,9 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
               node_endpoints=hints.node_endpoints(FR.NodeEndpoint) if hints else [])
 
 
-def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffsetsRequest):
+def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffsetsRequest,
+                 described: set[str] | None = None):
+    """`described`: the topics the principal may DESCRIBE (None: all)."""
     R = m.ListOffsetsResponse
     isolation = isolation_of(version >= 2, req.isolation_level)
     topics_out = []
@@ -269,6 +300,10 @@ def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffse
         for p in t.partitions:
             out = R.ListOffsetsPartitionResponse(partition_index=p.partition_index,
                                                  timestamp=-1, offset=-1, leader_epoch=-1)
+            if described is not None and t.name not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(out)
+                continue
             try:
                 offset, found_ts, epoch = replica_manager.offset_for_timestamp(
                     t.name, p.partition_index, p.timestamp,
@@ -287,13 +322,18 @@ def list_offsets(replica_manager: ReplicaManager, version: int, req: m.ListOffse
 
 
 def offset_for_leader_epoch(replica_manager: ReplicaManager,
-                            req: m.OffsetForLeaderEpochRequest):
+                            req: m.OffsetForLeaderEpochRequest,
+                            described: set[str] | None = None):
     R = m.OffsetForLeaderEpochResponse
     topics_out = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = R.EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
+            if described is not None and t.topic not in described:
+                out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(out)
+                continue
             try:
                 out.leader_epoch, out.end_offset = replica_manager.end_offset_for_epoch(
                     t.topic, p.partition, p.leader_epoch, p.current_leader_epoch)

@@ -26,6 +26,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.transactions import coordinator_node
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ COORDINATOR_TYPE_GROUP = 0
 COORDINATOR_TYPE_TRANSACTION = 1
 #: TxnOffsetCommit v4+ clients understand TRANSACTION_ABORTABLE (KIP-890)
 TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
-# AclOperation bits a group supports: READ (3), DELETE (6), DESCRIBE (8); there are no ACLs.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 CLASSIC_GROUP_TYPE = "classic"
 #: ConsumerGroupDescribe v1 member_type: 1 = a member of the consumer protocol (0 = classic)
@@ -65,6 +64,38 @@ def _offsets_to_commit(image: MetadataImage, topics: Any, now: int, *,
                 commit_timestamp=now,
                 expire_timestamp=expire_timestamp)
     return errors, offsets
+
+
+def _group_allowed(ctx: RequestContext, operation: AclOperation, group_id: str) -> bool:
+    return ctx.authorize(operation, ResourceType.GROUP, group_id)
+
+
+def _group_operations(ctx: RequestContext, group_id: str, include: bool) -> int:
+    return ctx.authorized_operations(ResourceType.GROUP, group_id) if include \
+        else AUTHORIZED_OPERATIONS_OMITTED
+
+
+def _refuse_unreadable_topics(ctx: RequestContext, topics: Any,
+                              errors: dict[TopicPartition, ErrorCode],
+                              offsets: dict[TopicPartition, Any]) -> None:
+    """Partitions of topics the principal may not READ are refused (TOPIC_AUTHORIZATION_FAILED,
+    before whether they exist), and not committed."""
+    if ctx.authorizer is None:
+        return
+    readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (topic.name for topic in topics))
+    for topic in topics:
+        if topic.name in readable:
+            continue
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            offsets.pop(tp, None)
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _all_partitions(topics: Any, error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+    return {TopicPartition(topic.name, p.partition_index): error
+            for topic in topics for p in topic.partitions}
 
 
 def _partition_exists(image: MetadataImage, tp: TopicPartition) -> bool:
@@ -104,6 +135,12 @@ class GroupApis:
                                 key: str) -> tuple[ErrorCode, int, str, int]:
         """(error, node id, host, port) of the coordinator of `key`."""
         no_node = -1, "", -1
+        if key_type == COORDINATOR_TYPE_TRANSACTION and not ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, *no_node)
+        if key_type == COORDINATOR_TYPE_GROUP and \
+                not _group_allowed(ctx, AclOperation.DESCRIBE, key):
+            return (ErrorCode.GROUP_AUTHORIZATION_FAILED, *no_node)
         if key_type == COORDINATOR_TYPE_TRANSACTION:
             # The leader of the id's __transaction_state partition (created on first use).
             error = await self.ensure_transaction_topic()
@@ -147,6 +184,10 @@ class GroupApis:
     async def join_group(self, ctx: RequestContext, req: m.JoinGroupRequest):
         version = ctx.api_version
         R = m.JoinGroupResponse
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                     leader="", member_id="", members=[],
+                     protocol_name=None if version >= 7 else "")
         result = await self.coordinator.join_group(JoinRequest(
             group_id=req.group_id,
             member_id=req.member_id,
@@ -182,6 +223,9 @@ class GroupApis:
 
     async def sync_group(self, ctx: RequestContext, req: m.SyncGroupRequest):
         version = ctx.api_version
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            return m.SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                       assignment=b"")
         result = await self.coordinator.sync_group(
             req.group_id, req.generation_id, req.member_id,
             req.group_instance_id if version >= 3 else None,
@@ -195,6 +239,8 @@ class GroupApis:
         return response
 
     def heartbeat(self, ctx: RequestContext, req: m.HeartbeatRequest):
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            return m.HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         error = self.coordinator.heartbeat(
             req.group_id, req.member_id, req.group_instance_id if ctx.api_version >= 3 else None,
             req.generation_id)
@@ -202,6 +248,8 @@ class GroupApis:
 
     async def leave_group(self, ctx: RequestContext, req: m.LeaveGroupRequest):
         R = m.LeaveGroupResponse
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
         if ctx.api_version < 3:
             leaving = [(req.member_id, None)]
             reason = None
@@ -228,6 +276,10 @@ class GroupApis:
         errors, offsets = _offsets_to_commit(
             self.cache.image, req.topics, now, with_leader_epoch=version >= 6,
             expire_timestamp=now + retention_ms if retention_ms != -1 else -1)
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            errors, offsets = _all_partitions(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED), {}
+        else:
+            _refuse_unreadable_topics(ctx, req.topics, errors, offsets)
         if offsets:
             errors.update(await coordinator.commit_offsets(
                 req.group_id,
@@ -252,6 +304,14 @@ class GroupApis:
         coordinator = self.coordinator
         errors, offsets = _offsets_to_commit(self.cache.image, req.topics,
                                              coordinator.time_ms(), with_leader_epoch=version >= 2)
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                             req.transactional_id):
+            errors, offsets = _all_partitions(
+                req.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), {}
+        elif not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            errors, offsets = _all_partitions(req.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED), {}
+        else:
+            _refuse_unreadable_topics(ctx, req.topics, errors, offsets)
         if offsets:
             committed = await coordinator.txn_offset_commit(
                 req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
@@ -280,8 +340,8 @@ class GroupApis:
         if version >= 8:
             groups_out = []
             for group in req.groups:
-                error, offsets, unstable = self._fetch(
-                    group.group_id, _requested(group.topics), req.require_stable,
+                error, offsets, partition_errors = self._fetch(
+                    ctx, group.group_id, _requested(group.topics), req.require_stable,
                     group.member_id if version >= 9 else None,
                     group.member_epoch if version >= 9 else -1)
                 groups_out.append(R.OffsetFetchResponseGroup(
@@ -292,14 +352,14 @@ class GroupApis:
                             committed_offset=offset.offset if offset else -1,
                             committed_leader_epoch=offset.leader_epoch if offset else -1,
                             metadata=offset.metadata if offset else "",
-                            error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
-                            if TopicPartition(name, index) in unstable else ErrorCode.NONE)
+                            error_code=partition_errors.get(TopicPartition(name, index),
+                                                    ErrorCode.NONE))
                         for index, offset in partitions])
                         for name, partitions in _by_topic(offsets).items()]))
             return R(groups=groups_out)
         # v0-1 always name the partitions; v2+ may ask for all (null topics).
         requested = _requested(req.topics if version >= 2 else (req.topics or []))
-        error, offsets, unstable = self._fetch(req.group_id, requested,
+        error, offsets, partition_errors = self._fetch(ctx, req.group_id, requested,
                                                req.require_stable if version >= 7 else False)
         if error != ErrorCode.NONE:
             if version >= 2:
@@ -313,35 +373,61 @@ class GroupApis:
                     committed_offset=offset.offset if offset else -1,
                     committed_leader_epoch=offset.leader_epoch if offset else -1,
                     metadata=offset.metadata if offset else "",
-                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
-                    if TopicPartition(name, index) in unstable
-                    else error if version < 2 else ErrorCode.NONE)
+                    error_code=partition_errors.get(TopicPartition(name, index),
+                                            error if version < 2 else ErrorCode.NONE))
                 for index, offset in partitions])
                 for name, partitions in _by_topic(offsets).items()],
         )
 
-    def _fetch(self, group_id: str, requested: list[TopicPartition] | None,
-               require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
+    def _fetch(self, ctx: RequestContext, group_id: str,
+               requested: list[TopicPartition] | None, require_stable: bool,
+               member_id: str | None = None, member_epoch: int = -1,
                ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
-                          set[TopicPartition]]:
-        """The group's offsets for OffsetFetch, and the partitions that answer
-        UNSTABLE_OFFSET_COMMIT when the request requires stable offsets."""
+                          dict[TopicPartition, ErrorCode]]:
+        """The group's offsets for OffsetFetch, and the partitions that answer an error:
+        TOPIC_AUTHORIZATION_FAILED for a named topic the principal may not DESCRIBE (left out
+        when all are asked for), UNSTABLE_OFFSET_COMMIT when the request requires stable
+        offsets. GROUP_AUTHORIZATION_FAILED without DESCRIBE on the group."""
+        if not _group_allowed(ctx, AclOperation.DESCRIBE, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
         coordinator = self.coordinator
+        partition_errors: dict[TopicPartition, ErrorCode] = {}
+        if ctx.authorizer is not None and requested is not None:
+            described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                             (tp.topic for tp in requested))
+            partition_errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                for tp in requested if tp.topic not in described}
+            requested = [tp for tp in requested if tp not in partition_errors]
         error, offsets = coordinator.fetch_offsets(group_id, requested, require_stable,
                                                    member_id, member_epoch)
-        if error != ErrorCode.NONE or not require_stable:
-            return error, offsets, set()
-        return error, offsets, coordinator.unstable_partitions(group_id, offsets)
+        if ctx.authorizer is not None and requested is None:
+            described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                             (tp.topic for tp in offsets))
+            offsets = {tp: o for tp, o in offsets.items() if tp.topic in described}
+        if error == ErrorCode.NONE and require_stable:
+            partition_errors.update(dict.fromkeys(
+                coordinator.unstable_partitions(group_id, offsets),
+                ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        if partition_errors and error == ErrorCode.NONE:
+            offsets = {**offsets, **dict.fromkeys(
+                (tp for tp in partition_errors if tp not in offsets), None)}
+        return error, offsets, partition_errors
 
     async def offset_delete(self, ctx: RequestContext, req: m.OffsetDeleteRequest):
         R = m.OffsetDeleteResponse
+        if not _group_allowed(ctx, AclOperation.DELETE, req.group_id):
+            return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         image = self.cache.image
         errors: dict[TopicPartition, ErrorCode] = {}
         wanted = []
+        readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                        (topic.name for topic in req.topics))
         for topic in req.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
-                if _partition_exists(image, tp):
+                if topic.name not in readable:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif _partition_exists(image, tp):
                     wanted.append(tp)
                 else:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -364,6 +450,11 @@ class GroupApis:
         include_operations = ctx.api_version >= 3 and req.include_authorized_operations
         out = []
         for group_id in req.groups:
+            if not _group_allowed(ctx, AclOperation.DESCRIBE, group_id):
+                out.append(R.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                    group_state="", protocol_type="", protocol_data="", members=[]))
+                continue
             error, summary = self.coordinator.describe_group(group_id)
             out.append(R.DescribedGroup(
                 error_code=error, group_id=group_id, group_state=summary.state,
@@ -373,8 +464,7 @@ class GroupApis:
                     client_id=member.client_id, client_host=member.client_host,
                     member_metadata=member.metadata, member_assignment=member.assignment)
                     for member in summary.members],
-                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
-                else AUTHORIZED_OPERATIONS_OMITTED))
+                authorized_operations=_group_operations(ctx, group_id, include_operations)))
         return R(groups=out)
 
     def list_groups(self, ctx: RequestContext, req: m.ListGroupsRequest):
@@ -385,6 +475,9 @@ class GroupApis:
         error, groups = self.coordinator.list_groups(states)
         if types:
             groups = [group for group in groups if group.group_type in types]
+        if not ctx.authorize_cluster(AclOperation.DESCRIBE):  # else: the groups it may see
+            groups = [group for group in groups
+                      if _group_allowed(ctx, AclOperation.DESCRIBE, group.group_id)]
         return R(error_code=error, groups=[
             R.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type,
                           group_state=group.state, group_type=group.group_type)
@@ -395,6 +488,13 @@ class GroupApis:
     async def consumer_group_heartbeat(self, ctx: RequestContext,
                                        req: m.ConsumerGroupHeartbeatRequest):
         R = m.ConsumerGroupHeartbeatResponse
+        if not _group_allowed(ctx, AclOperation.READ, req.group_id):
+            return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=-1)
+        if req.subscribed_topic_names and len(ctx.authorized_names(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, req.subscribed_topic_names)) < \
+                len(set(req.subscribed_topic_names)):
+            # Clients may not learn of topics they may not DESCRIBE.
+            return R(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_epoch=-1)
         owned = None if req.topic_partitions is None else freeze(
             {tp.topic_id: tp.partitions for tp in req.topic_partitions})
         result = await self.coordinator.consumer_groups.heartbeat(HeartbeatRequest(
@@ -431,7 +531,14 @@ class GroupApis:
 
         include_operations = req.include_authorized_operations
         out = []
-        for described in self.coordinator.consumer_groups.describe(req.group_ids):
+        allowed = [g for g in req.group_ids if _group_allowed(ctx, AclOperation.DESCRIBE, g)]
+        for group_id in req.group_ids:
+            if group_id not in allowed:
+                out.append(R.DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                    group_state="", assignor_name="", members=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        for described in self.coordinator.consumer_groups.describe(allowed):
             out.append(R.DescribedGroup(
                 error_code=described.error, error_message=described.error_message,
                 group_id=described.group_id, group_state=described.state,
@@ -448,12 +555,15 @@ class GroupApis:
                     member_type=CLASSIC_MEMBER_TYPE if d.member.uses_classic
                     else CONSUMER_MEMBER_TYPE)
                     for d in described.members],
-                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_operations
-                else AUTHORIZED_OPERATIONS_OMITTED))
+                authorized_operations=_group_operations(ctx, described.group_id,
+                                                        include_operations)))
         return R(groups=out)
 
     async def delete_groups(self, ctx: RequestContext, req: m.DeleteGroupsRequest):
         R = m.DeleteGroupsResponse
-        results = await self.coordinator.delete_groups(req.groups_names)
+        allowed = [g for g in req.groups_names if _group_allowed(ctx, AclOperation.DELETE, g)]
+        results = await self.coordinator.delete_groups(allowed) if allowed else {}
+        results.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED
+                        for g in req.groups_names if g not in results})
         return R(results=[R.DeletableGroupResult(group_id=group_id, error_code=error)
                           for group_id, error in results.items()])

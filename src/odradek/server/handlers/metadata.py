@@ -10,6 +10,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import MetadataImage, TopicImage
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.controller.controller import OpResult
@@ -46,7 +47,17 @@ def _brokers(ctx: RequestContext, image: MetadataImage):
         out.append((reg.broker_id, endpoint.host, endpoint.port, reg.rack))
     return out
 
-def _topic_metadata(topic: TopicImage, live: set[int]) -> m.MetadataResponse.MetadataResponseTopic:
+def cluster_authorized_operations(ctx: RequestContext) -> int:
+    """The cluster's authorized operations, reported (as Kafka) only to a principal that may
+    DESCRIBE the cluster (0 otherwise)."""
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _topic_metadata(topic: TopicImage, live: set[int], ctx: RequestContext | None = None,
+                    include_operations: bool = False,
+                    ) -> m.MetadataResponse.MetadataResponseTopic:
     parts = []
     for index in sorted(topic.partitions):
         reg = topic.partitions[index]
@@ -69,6 +80,9 @@ def _topic_metadata(topic: TopicImage, live: set[int]) -> m.MetadataResponse.Met
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=parts,
+        topic_authorized_operations=(
+            ctx.authorized_operations(ResourceType.TOPIC, topic.name)
+            if include_operations and ctx is not None else AUTHORIZED_OPERATIONS_OMITTED),
     )
 
 
@@ -138,26 +152,47 @@ class MetadataApis:
         version = ctx.api_version
         image = self.cache.image
         topics_out = []
-        if req.topics is None or (version == 0 and not req.topics):
-            # null (v1+) or empty at v0: all topics.
+        all_topics = req.topics is None or (version == 0 and not req.topics)
+        if all_topics:
+            # null (v1+) or empty at v0: all topics (those the principal may not DESCRIBE
+            # are left out, as Kafka does).
             wanted_names = [t.name for t in image.topics_by_id.values()]
             by_id = []
         else:
             wanted_names = [t.name for t in req.topics if t.name is not None]
             by_id = [t.topic_id for t in req.topics if t.name is None]
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         wanted_names)
         allow_auto_create = req.allow_auto_topic_creation if version >= 4 else True
-        missing = [n for n in wanted_names if n not in image.topics_by_name]
+        missing = [n for n in wanted_names if n in described and n not in image.topics_by_name]
         created_errors: dict[str, ErrorCode] = {}
         if missing and allow_auto_create and self.auto_create_topics_enabled():
-            created_errors = await self.auto_create_topics(missing)
-            image = self.cache.image
+            # Auto-creation needs CREATE on the cluster or on each topic.
+            if not ctx.authorize_cluster(AclOperation.CREATE):
+                creatable = ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC,
+                                                 missing)
+                created_errors = {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                  for name in missing if name not in creatable}
+                missing = [name for name in missing if name in creatable]
+            if missing:
+                created_errors.update(await self.auto_create_topics(missing))
+                image = self.cache.image
         else:
             # As Kafka: a missing topic that will not be created is UNKNOWN_TOPIC_OR_PARTITION,
             # unless its name could never be a topic's.
             created_errors = {name: ErrorCode.INVALID_TOPIC_EXCEPTION for name in missing
                               if validate_topic_name(name) is not None}
+        include_operations = version >= 8 and req.include_topic_authorized_operations
+        # a refused topic reports no operations (the field exists from v8)
+        denied_operations = 0 if version >= 8 else AUTHORIZED_OPERATIONS_OMITTED
         live = {b for b, reg in image.brokers.items() if not reg.fenced}
         for name in wanted_names:
+            if name not in described:
+                if not all_topics:  # named: refused without saying whether it exists
+                    topics_out.append(m.MetadataResponse.MetadataResponseTopic(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                        topic_authorized_operations=denied_operations))
+                continue
             topic = image.topics_by_name.get(name)
             if topic is None:
                 error = created_errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -165,7 +200,7 @@ class MetadataApis:
                     m.MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
                 )
             else:
-                topics_out.append(_topic_metadata(topic, live))
+                topics_out.append(_topic_metadata(topic, live, ctx, include_operations))
         for topic_id in by_id:
             topic = image.topics_by_id.get(topic_id)
             if topic is None:
@@ -174,9 +209,13 @@ class MetadataApis:
                         error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id
                     )
                 )
+            elif not ctx.authorize_topic(AclOperation.DESCRIBE, topic.name):
+                topics_out.append(m.MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None,
+                    topic_id=topic_id, topic_authorized_operations=denied_operations))
             else:
-                topics_out.append(_topic_metadata(topic, live))
-        return m.MetadataResponse(
+                topics_out.append(_topic_metadata(topic, live, ctx, include_operations))
+        response = m.MetadataResponse(
             brokers=[
                 m.MetadataResponse.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r)
                 for b, h, p, r in _brokers(ctx, image)
@@ -185,6 +224,9 @@ class MetadataApis:
             controller_id=self.controller_id(),
             topics=topics_out,
         )
+        if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = cluster_authorized_operations(ctx)
+        return response
 
     def describe_cluster(self, ctx: RequestContext, req: m.DescribeClusterRequest):
         """Brokers on a broker listener, controllers on a controller listener (KIP-919); asking a
@@ -217,6 +259,9 @@ class MetadataApis:
             controller_id=self.controller_id(),
             brokers=[R.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
                      for b, h, p, r in nodes],
+            cluster_authorized_operations=(
+                cluster_authorized_operations(ctx) if req.include_cluster_authorized_operations
+                else AUTHORIZED_OPERATIONS_OMITTED),
         )
 
     def describe_topic_partitions(self, ctx: RequestContext,
@@ -232,8 +277,14 @@ class MetadataApis:
         topics_out = []
         next_cursor = None
         R = m.DescribeTopicPartitionsResponse
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         for name in names:
             topic = image.topics_by_name.get(name)
+            if name not in described:
+                if req.topics:  # named: refused; listing all: left out (as Kafka)
+                    topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name))
+                continue
             if topic is None:
                 topics_out.append(R.DescribeTopicPartitionsResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from odradek.protocol import messages as m
@@ -27,6 +27,7 @@ from odradek.protocol.records.batch import (
     PRODUCER_ID_OFFSET,
 )
 from odradek.protocol.types import TopicPartition
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers.leader_hints import LeaderHints
 from odradek.server.network import ConnectionCloseRequest
 from odradek.server.replica_manager import ACKS_ALL, PendingAppend
@@ -52,15 +53,35 @@ class ProduceApis:
         self.verification_enabled = verification_enabled
 
     async def produce(self, ctx: RequestContext, req: m.ProduceRequest):
-        refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        refused = _unauthorized_partitions(ctx, req)
+        if refused is None:
+            if req.acks == 0:
+                raise ConnectionCloseRequest("acks=0 produce failed authorization")
+            return _all_failed(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if req.transactional_id is not None and req.acks in (0, 1, -1) and \
                 self.verification_enabled():
-            refused = await verify_transactional_batches(
-                self.replica_manager, self.verifier, ctx.api_version, req)
+            refused.update(await verify_transactional_batches(
+                self.replica_manager, self.verifier, ctx.api_version, req, refused))
         response = await produce(self.replica_manager, ctx.api_version, req, refused)
         if response is not None and ctx.api_version >= NEW_LEADER_HINT_VERSION:
             _add_leader_hints(response, LeaderHints(self.replica_manager.image, ctx.listener))
         return response
+
+
+def _unauthorized_partitions(ctx: RequestContext, req: m.ProduceRequest,
+                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+    """The partitions of topics the principal may not WRITE (TOPIC_AUTHORIZATION_FAILED);
+    None when the request carries a transactional id the principal may not WRITE (Kafka
+    refuses the whole request then)."""
+    if req.transactional_id is not None and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return None
+    if ctx.authorizer is None:
+        return {}
+    allowed = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                   (t.name for t in req.topic_data))
+    return {(t.name, p.index): (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            for t in req.topic_data if t.name not in allowed for p in t.partition_data}
 
 
 # Produce v10+ carries where a moved partition's leader is now (KIP-951).
@@ -119,12 +140,16 @@ def verification_error(error: ErrorCode, version: int) -> tuple[ErrorCode, str |
 
 async def verify_transactional_batches(
         replica_manager: ReplicaManager, verifier: TransactionVerifier, version: int,
-        req: m.ProduceRequest) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        req: m.ProduceRequest, skipped: Mapping[tuple[str, int], object] | None = None,
+        ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
     """KIP-890 part 1: the partitions the coordinator refuses, with their produce error.
-    Only batches that would start a transaction in their partition are checked."""
+    Only batches that would start a transaction in their partition are checked (not those
+    in `skipped`, refused already)."""
     to_verify: dict[tuple[int, int], list[TopicPartition]] = {}
     for topic_data in req.topic_data:
         for pdata in topic_data.partition_data:
+            if skipped and (topic_data.name, pdata.index) in skipped:
+                continue
             producer = transactional_producer(pdata.records)
             if producer is None:
                 continue

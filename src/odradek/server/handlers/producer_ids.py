@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.handlers.transactions import client_error
 
 if TYPE_CHECKING:
@@ -27,6 +28,17 @@ class ProducerIdApis:
     async def init_producer_id(self, ctx: RequestContext, req: m.InitProducerIdRequest):
         R = m.InitProducerIdResponse
         version = ctx.api_version
+        # Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE
+        # on the cluster or WRITE on some topic.
+        if req.transactional_id is not None:
+            if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                 req.transactional_id):
+                return R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                         producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
+        elif not ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) and \
+                not ctx.authorize_any(AclOperation.WRITE, ResourceType.TOPIC):
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
         if req.transactional_id is None:
             # Without a transactional id every request gets a new producer id at epoch 0,
             # whatever id and epoch it carries (an idempotent producer bumps its own epoch;

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.server.network import RequestContext
@@ -38,7 +39,12 @@ class ProducerStateApis:
 
     async def describe_producers(self, ctx: RequestContext, req: m.DescribeProducersRequest):
         R = m.DescribeProducersResponse
+        readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                        (topic.name for topic in req.topics))
         return R(topics=[
             R.TopicResponse(name=topic.name, partitions=[
-                self.active_producers(topic.name, index) for index in topic.partition_indexes])
+                self.active_producers(topic.name, index) if topic.name in readable
+                else R.PartitionResponse(partition_index=index,
+                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for index in topic.partition_indexes])
             for topic in req.topics])

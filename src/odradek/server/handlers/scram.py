@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from odradek.controller.quorum_controller import QuorumController
@@ -26,6 +27,9 @@ class ScramApis:
     def describe_user_scram_credentials(self, ctx: RequestContext,
                                         req: m.DescribeUserScramCredentialsRequest):
         R = m.DescribeUserScramCredentialsResponse
+        if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+            return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     error_message=None, results=[])
         credentials = self.cache.image.scram_credentials
         if req.users is None or len(req.users) == 0:  # null or empty: every user
             names = sorted(credentials)
@@ -61,6 +65,12 @@ class ScramApis:
     async def alter_user_scram_credentials(self, ctx: RequestContext,
                                            req: m.AlterUserScramCredentialsRequest):
         R = m.AlterUserScramCredentialsResponse
+        if not ctx.authorize_cluster(AclOperation.ALTER):
+            users = dict.fromkeys(a.name for a in [*req.deletions, *req.upsertions])
+            return R(throttle_time_ms=0, results=[
+                R.AlterUserScramCredentialsResult(
+                    user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None) for user in users])
         results = await self.controller.alter_user_scram_credentials(req.deletions,
                                                                      req.upsertions)
         return R(throttle_time_ms=0, results=[

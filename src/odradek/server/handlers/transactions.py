@@ -21,6 +21,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.types import TopicPartition
+from odradek.security.acl import AclOperation, ResourceType
 from odradek.server.replica_manager import ReplicaManager
 from odradek.server.transactions import append_markers
 
@@ -43,6 +44,11 @@ def client_error(api: str, version: int, error: ErrorCode) -> ErrorCode:
     if error == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_MIN_VERSION[api]:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return error
+
+
+def _transactional_id_allowed(ctx: RequestContext, operation: AclOperation,
+                              transactional_id: str) -> bool:
+    return ctx.authorize(operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -100,10 +106,25 @@ class TransactionApis:
         version = ctx.api_version
         R = m.AddPartitionsToTxnResponse
         if version < BATCHED_ADD_PARTITIONS_VERSION:
+            partitions = [TopicPartition(t.name, index) for t in req.v3_and_below_topics
+                          for index in t.partitions]
+            if not _transactional_id_allowed(ctx, AclOperation.WRITE,
+                                             req.v3_and_below_transactional_id):
+                return R(results_by_topic_v3_and_below=self._topic_results(dict.fromkeys(
+                    partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                            (tp.topic for tp in partitions))
+            if any(tp.topic not in writable for tp in partitions):
+                # As Kafka: the unauthorized fail, the others are not attempted.
+                return R(results_by_topic_v3_and_below=self._topic_results({
+                    tp: ErrorCode.OPERATION_NOT_ATTEMPTED if tp.topic in writable
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions}))
             errors = await self._add_partitions(
                 version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                 req.v3_and_below_producer_epoch, req.v3_and_below_topics, verify_only=False)
             return R(results_by_topic_v3_and_below=self._topic_results(errors))
+        if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # brokers' batched form
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
         answers = await asyncio.gather(*(
             self._add_partitions(version, txn.transactional_id, txn.producer_id,
                                  txn.producer_epoch, txn.topics, txn.verify_only)
@@ -115,6 +136,11 @@ class TransactionApis:
 
     # -- AddOffsetsToTxn
     async def add_offsets_to_txn(self, ctx: RequestContext, req: m.AddOffsetsToTxnRequest):
+        if not _transactional_id_allowed(ctx, AclOperation.WRITE, req.transactional_id):
+            return m.AddOffsetsToTxnResponse(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+            return m.AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         # The group's offsets partition joins the transaction: its marker makes the
         # transactional offset commits visible (or drops them).
         offsets_partition = TopicPartition(
@@ -132,6 +158,8 @@ class TransactionApis:
             # supports transaction.version up to 1, so this request is refused, not half done.
             return m.EndTxnResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                     producer_id=-1, producer_epoch=-1)
+        if not _transactional_id_allowed(ctx, AclOperation.WRITE, req.transactional_id):
+            return m.EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         error = await self.coordinator.end_transaction(req.transactional_id, req.producer_id,
                                                        req.producer_epoch, req.committed)
         return m.EndTxnResponse(error_code=client_error("EndTxn", ctx.api_version, error))
@@ -139,6 +167,14 @@ class TransactionApis:
     # -- WriteTxnMarkers (from coordinators to partition leaders)
     async def write_txn_markers(self, ctx: RequestContext, req: m.WriteTxnMarkersRequest):
         R = m.WriteTxnMarkersResponse
+        if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return R(markers=[R.WritableTxnMarkerResult(
+                producer_id=marker.producer_id,
+                topics=[R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                    R.WritableTxnMarkerPartitionResult(
+                        partition_index=index, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for index in t.partition_indexes]) for t in marker.topics])
+                for marker in req.markers])
 
         async def one(marker) -> R.WritableTxnMarkerResult:
             partitions = [TopicPartition(t.name, index) for t in marker.topics
@@ -162,6 +198,11 @@ class TransactionApis:
         R = m.DescribeTransactionsResponse
         states = []
         for transactional_id in req.transactional_ids:
+            if not _transactional_id_allowed(ctx, AclOperation.DESCRIBE, transactional_id):
+                states.append(R.TransactionState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=transactional_id))
+                continue
             error, md = self.coordinator.describe(transactional_id)
             if md is None:
                 states.append(R.TransactionState(error_code=error,
@@ -173,8 +214,10 @@ class TransactionApis:
                 transaction_timeout_ms=md.txn_timeout_ms,
                 transaction_start_time_ms=md.txn_start_timestamp,
                 producer_id=md.producer_id, producer_epoch=md.producer_epoch,
+                # Only the topics the principal may DESCRIBE are shown (as Kafka).
                 topics=[R.TopicData(topic=topic, partitions=sorted(indexes))
-                        for topic, indexes in _by_topic(md.topic_partitions).items()]))
+                        for topic, indexes in _by_topic(md.topic_partitions).items()
+                        if ctx.authorize_topic(AclOperation.DESCRIBE, topic)]))
         return R(transaction_states=states)
 
     async def list_transactions(self, ctx: RequestContext, req: m.ListTransactionsRequest):
@@ -184,4 +227,5 @@ class TransactionApis:
             req.state_filters, req.producer_id_filters, duration)
         return R(error_code=error, unknown_state_filters=unknown, transaction_states=[
             R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                               transaction_state=t.state) for t in listed])
+                               transaction_state=t.state) for t in listed
+            if _transactional_id_allowed(ctx, AclOperation.DESCRIBE, t.transactional_id)])
