@@ -148,7 +148,7 @@ def test_every_api_the_broker_does_not_serve_closes_only_that_connection(odradek
         # Served APIs at versions below the lowest one served (Kafka 4.0 dropped them too).
         requests += [(key, low - 1) for key, (low, _high) in sorted(advertised.items())
                      if low > API_BY_KEY[key].min_version]
-        assert len(requests) > 30
+        assert len(requests) > 20  # (fewer as more APIs are served)
         for corr, (key, version) in enumerate(requests, start=100):
             with _connect(odradek_broker) as client:
                 client.sendall(framing.encode_request(key, version, corr, "test",
