@@ -120,11 +120,11 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+    def write(self, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
         entries = list(entries)
         lines = [str(CHECKPOINT_VERSION), str(len(entries))]
         lines += [f"{epoch} {start_offset}" for epoch, start_offset in entries]
-        atomic_write(self.path, "\n".join(lines) + "\n")
+        atomic_write(self.path, "\n".join(lines) + "\n", sync)
 
     def read(self) -> list[tuple[int, int]]:
         entries = _read_versioned_lines(self.path)

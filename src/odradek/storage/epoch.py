@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +25,8 @@ class LeaderEpochFileCache:
 
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | None) -> None:
         self._checkpoint = checkpoint
+        # Set by the owning log: checkpoint writes skip their fsync and name the file to it.
+        self.defer_sync: Callable[[Path], None] | None = None
         self._lock = threading.RLock()
         self._entries: list[EpochEntry] = []
         if checkpoint is not None:
@@ -147,8 +150,15 @@ class LeaderEpochFileCache:
             self._checkpoint.path = path
 
     def _flush(self) -> None:
-        if self._checkpoint is not None:
+        if self._checkpoint is None:
+            return
+        if self.defer_sync is None:
             self._checkpoint.write(self._entries)
+            return
+        # Written now (a killed process loses nothing: the page cache keeps it), made durable
+        # by the owner's background flush (see `Log.flush_rolled`).
+        self._checkpoint.write(self._entries, sync=False)
+        self.defer_sync(self._checkpoint.path)
 
     def _index_of_epoch(self, epoch: int) -> int | None:
         epochs = [entry.epoch for entry in self._entries]

@@ -207,7 +207,12 @@ class Log:
         # and roll-time producer snapshots. The next flush, in the background, fsyncs them, as
         # Kafka's roll and topic-id assignment schedule theirs (KAFKA-15046).
         self._unsynced_files: list[Path] = []
+        self._unsynced_lock = threading.Lock()  # leaf lock: taken by other threads' writes
         self._roll_flush_to = 0  # a roll asks the background flush for the segments below
+        # The leader-epoch checkpoint too: a leadership change of many partitions would
+        # otherwise fsync twice per partition on the event loop (a Kafka broker does it on its
+        # metadata thread; Odradek has one loop for both).
+        self.leader_epoch_cache.defer_sync = self._defer_sync
         self.topic_id = self._partition_metadata.read()
         if topic_id is not None:
             self.assign_topic_id(topic_id)
@@ -315,6 +320,14 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
 
+    def _defer_sync(self, path: Path) -> None:
+        """`path` was written (renamed into place) without fsync: the next flush makes it
+        and the directory entry durable."""
+        with self._unsynced_lock:
+            if path not in self._unsynced_files:
+                self._unsynced_files.append(path)
+            self._dir_needs_flush = True
+
     def assign_topic_id(self, topic_id: uuid.UUID | str) -> None:
         """Writes partition.metadata; a log keeps the topic id it was created with."""
         new_id = topic_id_from_str(topic_id_to_str(topic_id))
@@ -323,8 +336,7 @@ class Log:
                              f"log {self.dir} has topic id {self.topic_id}, not {new_id}")
         if self.topic_id is None:
             self._partition_metadata.write(new_id, sync=False)
-            self._unsynced_files.append(self._partition_metadata.path)
-            self._dir_needs_flush = True
+            self._defer_sync(self._partition_metadata.path)
             self.topic_id = new_id
 
     def update_config(self, config: LogConfig) -> None:
@@ -481,7 +493,7 @@ class Log:
             self._end = LogEnd(self._end.offset, segment.base_offset, 0)
             # Every batch below new_offset is in the producer state: a load can start here.
             if self.producer_state.take_snapshot(new_offset, sync=False):
-                self._unsynced_files.append(self.producer_state.snapshot_path(new_offset))
+                self._defer_sync(self.producer_state.snapshot_path(new_offset))
             self._dir_needs_flush = True  # the new files' directory entries
             self._roll_flush_to = new_offset
             return segment
@@ -656,8 +668,9 @@ class Log:
             segments, bases = self._view
             first = max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
             to_flush = [s for s in segments[first:] if s.base_offset < target]
-            flush_dir, self._dir_needs_flush = self._dir_needs_flush, False
-            unsynced, self._unsynced_files = self._unsynced_files, []
+            with self._unsynced_lock:
+                flush_dir, self._dir_needs_flush = self._dir_needs_flush, False
+                unsynced, self._unsynced_files = self._unsynced_files, []
             truncations = self._truncations
         for segment in to_flush:
             try:
