@@ -29,6 +29,14 @@ FAST_GROUP_CONFIG = {
 }
 
 
+# A broker for the KIP-848 tests: few offsets partitions, no initial rebalance delay, and
+# 500 ms heartbeats so that rebalances settle quickly.
+KIP848_BROKER_OVERRIDES = {"offsets.topic.num.partitions": "4",
+                           "group.initial.rebalance.delay.ms": "0",
+                           "group.consumer.min.heartbeat.interval.ms": "500",
+                           "group.consumer.heartbeat.interval.ms": "500"}
+
+
 def consumer_config(bootstrap: str, group: str, **overrides: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "group.id": group, **FAST_GROUP_CONFIG, **overrides}
 

@@ -12,16 +12,13 @@ import uuid
 import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from group_members import create_topic, produce_spread, wait_for
+from group_members import KIP848_BROKER_OVERRIDES, create_topic, produce_spread, wait_for
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     broker = BrokerProcess(tmp_path_factory.mktemp("kip848"),
-                           overrides={"offsets.topic.num.partitions": "4",
-                                      "group.initial.rebalance.delay.ms": "0",
-                                      "group.consumer.min.heartbeat.interval.ms": "500",
-                                      "group.consumer.heartbeat.interval.ms": "500"}).start()
+                           overrides=KIP848_BROKER_OVERRIDES).start()
     yield broker
     broker.stop()
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from broker_process import BrokerProcess
 from group_members import (
+    KIP848_BROKER_OVERRIDES,
     LibrdkafkaMember,
     OdradekMember,
     create_topic,
@@ -28,10 +29,7 @@ from odradek.protocol.errors import ErrorCode
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     broker = BrokerProcess(tmp_path_factory.mktemp("kip848-mixed"),
-                           overrides={"offsets.topic.num.partitions": "4",
-                                      "group.initial.rebalance.delay.ms": "0",
-                                      "group.consumer.min.heartbeat.interval.ms": "500",
-                                      "group.consumer.heartbeat.interval.ms": "500"}).start()
+                           overrides=KIP848_BROKER_OVERRIDES).start()
     yield broker
     broker.stop()
 

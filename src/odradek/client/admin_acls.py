@@ -43,9 +43,7 @@ class AclAdmin:
             operation=b.operation, permission_type=b.permission) for b in bindings])
 
         async def attempt(deadline: Deadline) -> list[tuple[AclBinding, KafkaError | None]]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
+            response = await self.cluster.send_to_any(request, deadline)
             return [(b, error_from_code(r.error_code, r.error_message))
                     for b, r in zip(bindings, response.results, strict=True)]
 
@@ -62,12 +60,7 @@ class AclAdmin:
         request = m.DescribeAclsRequest(**_filter_fields(acl_filter))
 
         async def attempt(deadline: Deadline) -> list[AclBinding]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
-            error = error_from_code(response.error_code, response.error_message)
-            if error is not None:
-                raise error
+            response = await self.cluster.send_to_any(request, deadline, raise_error=True)
             return [binding(resource.resource_type, resource.resource_name,
                             resource.pattern_type, acl.principal, acl.host, acl.operation,
                             acl.permission_type)
@@ -86,9 +79,7 @@ class AclAdmin:
                                    for f in filters])
 
         async def attempt(deadline: Deadline):
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
+            response = await self.cluster.send_to_any(request, deadline)
             out: list[tuple[AclBindingFilter, list[AclBinding] | KafkaError]] = []
             for acl_filter, result in zip(filters, response.filter_results, strict=True):
                 error = error_from_code(result.error_code, result.error_message)

@@ -103,12 +103,7 @@ class ClientQuotaAdmin:
             strict=quota_filter.strict)
 
         async def attempt(deadline: Deadline) -> dict[ClientQuotaEntity, dict[str, float]]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
-            error = error_from_code(response.error_code, response.error_message)
-            if error is not None:
-                raise error
+            response = await self.cluster.send_to_any(request, deadline, raise_error=True)
             return {ClientQuotaEntity.of({e.entity_type: e.entity_name for e in entry.entity}):
                     {value.key: value.value for value in entry.values}
                     for entry in response.entries or ()}
@@ -132,9 +127,7 @@ class ClientQuotaAdmin:
             for alteration in alterations])
 
         async def attempt(deadline: Deadline) -> dict[ClientQuotaEntity, KafkaError | None]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
+            response = await self.cluster.send_to_any(request, deadline)
             return {ClientQuotaEntity.of({e.entity_type: e.entity_name for e in entry.entity}):
                     error_from_code(entry.error_code, entry.error_message)
                     for entry in response.entries}

@@ -75,9 +75,7 @@ class ScramAdmin:
         request = Request(deletions=deletions, upsertions=upsertions)
 
         async def attempt(deadline: Deadline) -> dict[str, KafkaError | None]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
+            response = await self.cluster.send_to_any(request, deadline)
             return {result.user: error_from_code(result.error_code, result.error_message)
                     for result in response.results}
 
@@ -100,12 +98,7 @@ class ScramAdmin:
                                                            for user in users])
 
         async def attempt(deadline: Deadline) -> dict[str, list[ScramCredentialInfo] | KafkaError]:
-            connection = await self.cluster.any_connection(deadline)
-            response = await connection.send(
-                request, timeout_ms=self.cluster.request_timeout(deadline))
-            top = error_from_code(response.error_code, response.error_message)
-            if top is not None:
-                raise top
+            response = await self.cluster.send_to_any(request, deadline, raise_error=True)
             out: dict[str, list[ScramCredentialInfo] | KafkaError] = {}
             for result in response.results:
                 error = error_from_code(result.error_code, result.error_message)

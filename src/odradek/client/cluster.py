@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from odradek.client.config import ClientConfig, parse_bootstrap_servers
 from odradek.client.connection import Connection
-from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError
+from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError, error_from_code
 from odradek.client.retry import Deadline, ExponentialBackoff
 from odradek.client.security import client_security
 from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
@@ -366,6 +366,18 @@ class Cluster:
             if deadline is not None and deadline.expired():
                 break
         raise last_error or KafkaConnectionError("No broker address to connect to")
+
+    async def send_to_any(self, request: Any, deadline: Deadline, *,
+                          raise_error: bool = False) -> Any:
+        """`request` to any broker within `deadline`, for the APIs any broker answers (or
+        forwards); with `raise_error`, the response's top-level error is raised."""
+        connection = await self.any_connection(deadline)
+        response = await connection.send(request, timeout_ms=self.request_timeout(deadline))
+        if raise_error:
+            error = error_from_code(response.error_code, getattr(response, "error_message", None))
+            if error is not None:
+                raise error
+        return response
 
     # ------------------------------------------------------------------------------ metadata
 
