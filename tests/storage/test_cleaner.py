@@ -31,6 +31,7 @@ from odradek.storage.cleaner import (
     cleanable_offsets,
 )
 from odradek.storage.manager import LogManager
+from odradek.storage.offset_map import ENTRY_OVERHEAD
 from odradek.storage.validator import AppendOrigin
 
 DAY = 86_400_000
@@ -282,7 +283,9 @@ def test_a_full_offset_map_cleans_a_prefix_and_checkpoints_its_end(tmp_path: Pat
             log.append_as_leader(batch([(b"k%d" % key, b"once")], clock()), 0)
         log.roll()
         log.update_high_watermark(log.log_end_offset)
-        config = CleanerConfig(dedupe_buffer_size=24 * 10, dedupe_buffer_load_factor=1.0,
+        # A budget of 10 entries of 3-byte keys (k10-k19), so also of 10 of 2-byte keys.
+        config = CleanerConfig(dedupe_buffer_size=(ENTRY_OVERHEAD + 3) * 10,
+                               dedupe_buffer_load_factor=1.0,
                                backoff_ms=10)
         cleaner = LogCleaner(config, lambda: {("topic", 0): (tmp_path, log)}, clock)
         assert cleaner.clean_filthiest_log()

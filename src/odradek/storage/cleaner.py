@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,10 @@ class CleanedTransactionMetadata:
         return False
 
 
+_OFFSET, _KEY = itemgetter(0), itemgetter(2)  # fields of `decode_records`' tuples
+_KEY_SIZE, _VALUE_SIZE = itemgetter(5), itemgetter(6)  # -1: null
+
+
 def _control_type(view: memoryview, header: BatchHeader) -> ControlRecordType | None:
     for record in decode_records(view, 0, header):
         try:
@@ -257,6 +262,10 @@ class Cleaner:
         memory = self.config.dedupe_buffer_size // max(self.config.num_threads, 1)
         self.offset_map = OffsetMap(memory, self.config.dedupe_buffer_load_factor)
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
+        # Of the cleaning in progress: where the offset map starts (every keyed record from
+        # there to its end is in it) and which mapped batches hold tombstones.
+        self._map_start = 0
+        self._tombstone_batches: set[int] = set()
         # Test hook: called with "started", "map_built" (the offset map of a cleaning is complete),
         # "segment" (one source segment rewritten into the group's output), "cleaned" (a
         # group's output written and flushed), "swap", "old_deleted", "swapped" (see
@@ -293,6 +302,8 @@ class Cleaner:
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
         offset_map.clear()
+        self._tombstone_batches.clear()
+        self._map_start = start
         segments = [s for s in log.log_segments()
                     if s.base_offset < end and s is not log.active_segment]
         segments = [s for i, s in enumerate(segments)
@@ -322,10 +333,18 @@ class Cleaner:
             elif not transactions.on_batch_read(header):
                 records = decode_records(view, 0, header)
                 stats.map_messages_read += len(records)
-                # One call per batch: the map's probing loop runs with its state in locals.
-                if offset_map.put_all([(record[2], record[0]) for record in records
-                                       if record[2] is not None and record[0] >= start]):
+                key_sizes = list(map(_KEY_SIZE, records))
+                if header.base_offset < start or -1 in key_sizes:
+                    # Rare: a batch across the first dirty offset, or records without a key.
+                    full = offset_map.put_all([(record[2], record[0]) for record in records
+                                               if record[2] is not None and record[0] >= start])
+                else:  # the common case: no Python loop over the records
+                    full = offset_map.put_batch(list(map(_KEY, records)),
+                                                list(map(_OFFSET, records)), sum(key_sizes))
+                if full:
                     return True
+                if -1 in map(_VALUE_SIZE, records):
+                    self._tombstone_batches.add(header.base_offset)
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
         return False
@@ -408,13 +427,14 @@ class Cleaner:
         batches: list[tuple[int, BatchHeader]] = []
         written = 0
 
-        def emit(data: bytes | memoryview) -> None:
+        def emit(data: bytes | memoryview, header: BatchHeader | None = None) -> None:
             nonlocal written
-            header = BatchHeader.parse(data)
+            header = header or BatchHeader.parse(data)
             out.append(data)
             batches.append((written, header))
             written += header.size
 
+        map_start, mapped_until = self._map_start, offset_map.latest_offset
         for _position, header, view in source.iter_valid_batches(source.size):
             self.throttler.maybe_throttle(header.size)
             stats.bytes_read += header.size
@@ -434,6 +454,21 @@ class Cleaner:
                                     if last_data_offset is not None
                                     else header.is_control and header.producer_epoch == epoch)
             retain_empty = last_of_producer or header.next_offset == upper_bound_offset
+            if not header.is_control and not discard_records \
+                    and header.base_offset >= map_start and header.last_offset <= mapped_until:
+                # Every record of the batch is in the map: the offsets that are still the
+                # latest of their key decide for the whole batch without decoding it.
+                live = offset_map.live_count(header.base_offset, header.last_offset)
+                if live == 0:
+                    if retain_empty:
+                        emit(_empty_batch(header))
+                    continue
+                # (A batch with tombstones is decoded: their delete horizon decides.)
+                if live == header.records_count \
+                        and header.base_offset not in self._tombstone_batches:
+                    emit(view, header)  # bytes unchanged
+                    stats.messages_written += live
+                    continue
             records = decode_records(view, 0, header)
             if discard_records:
                 kept: list[Any] = []
