@@ -34,7 +34,14 @@ from broker_process import BrokerProcess, log_bytes, wait_until
 
 from odradek.protocol.records import Compression, RecordBatchBuilder
 from odradek.storage import Log, LogConfig
-from odradek.storage.cleaner import Cleaner, CleanerStats, LogToClean, cleanable_offsets
+from odradek.storage.cleaner import (
+    Cleaner,
+    CleanerConfig,
+    CleanerStats,
+    LogToClean,
+    cleanable_offsets,
+)
+from odradek.storage.cleaner_process import ProcessCleaner
 
 NAME = "cleaner"
 MIB = 1024 * 1024
@@ -71,7 +78,8 @@ def append_seconds(directory: Path, batches: list[bytes], compact: bool) -> tupl
     return elapsed, log
 
 
-def clean_seconds(log: Log) -> tuple[float, int, CleanerStats]:
+def clean_seconds(log: Log, cleaner: Cleaner | ProcessCleaner
+                  ) -> tuple[float, int, CleanerStats]:
     """One cleaning of every inactive segment; (seconds, bytes of the section, stats)."""
     log.roll()
     now = int(time.time() * 1000)
@@ -80,7 +88,7 @@ def clean_seconds(log: Log) -> tuple[float, int, CleanerStats]:
     stats = CleanerStats()
     os.sync()
     started = time.perf_counter()
-    Cleaner().clean(log, first_dirty, target.first_uncleanable_offset, now, stats)
+    cleaner.clean(log, first_dirty, target.first_uncleanable_offset, now, stats)
     return time.perf_counter() - started, target.cleanable_bytes, stats
 
 
@@ -90,13 +98,16 @@ def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compress
     size = sum(len(batch) for batch in batches)
     append_rates, clean_rates = [], []
     details = []
+    # As the broker's cleaner threads do: the work in a (started, reused) child process.
+    cleaner = ProcessCleaner(CleanerConfig())
+    cleaner.start()
     for _ in range(rounds):
         elapsed, log = append_seconds(work / "append-0", batches, compact=False)
         append_rates.append(size / elapsed / MIB)
         log.close()
         shutil.rmtree(work / "append-0")
         _, log = append_seconds(work / "clean-0", batches, compact=True)
-        elapsed, section, stats = clean_seconds(log)
+        elapsed, section, stats = clean_seconds(log, cleaner)
         clean_rates.append(section / elapsed / MIB)
         details.append(f"{section / MIB:.1f} MiB -> {log.size_in_bytes / MIB:.2f} MiB, "
                        f"map {stats.map_messages_read} records, wrote "
@@ -105,6 +116,7 @@ def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compress
         shutil.rmtree(work / "clean-0")
         print(f"  {codec.name}: append {append_rates[-1]:.1f} MB/s, clean "
               f"{clean_rates[-1]:.1f} MB/s ({details[-1]})", flush=True)
+    cleaner.close()
     append_rate, clean_rate = statistics.median(append_rates), statistics.median(clean_rates)
     return [(f"| clean vs append, {codec.name.lower()}, {records:,} records of ~{value_size} B "
              f"/ {records // 10:,} "

@@ -4,6 +4,7 @@ confluent-kafka, and __consumer_offsets kept small under repeated commits of one
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,61 @@ def test_log_cleaner_settings_change_at_run_time(tmp_path: Path) -> None:
         assert entry.source == confluent_kafka.admin.ConfigSource.DYNAMIC_BROKER_CONFIG.value
     finally:
         broker.stop()
+
+
+def cleaner_processes(parent_pid: int | None = None) -> list[int]:
+    """Live cleaner child processes (of `parent_pid`, or any), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if b"odradek.storage.cleaner_process" in cmdline and state != "Z" \
+                and (parent_pid is None or int(ppid) == parent_pid):
+            found.append(int(entry.name))
+    return found
+
+
+def test_cleaner_process_ends_with_the_broker_killed_or_stopped(tmp_path: Path) -> None:
+    """The cleaning runs in a child process: a kill -9 of the broker in the middle of a
+    cleaning (paused at a step) leaves no orphan, and a clean shutdown ends it promptly."""
+    from odradek.storage.cleaner import STEP_PAUSE_ENV
+
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100"},
+                           env={STEP_PAUSE_ENV: "3000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("paused", 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "8192",
+            "min.cleanable.dirty.ratio": "0.01"})])["paused"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "batch.size": 2048})
+        for number in range(2000):
+            producer.produce("paused", b"value-%d" % number, b"key-%d" % (number % 20))
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        wait_until(lambda: "cleaner step map_built" in broker.log_path.read_text(), 60,
+                   message="a cleaning paused in the child (offset map built)")
+        children = cleaner_processes(broker.proc.pid)
+        assert len(children) == 1, children
+        broker.kill()
+        wait_until(lambda: children[0] not in cleaner_processes(), 5,
+                   message="the orphaned cleaner process to exit")
+
+        del broker.env[STEP_PAUSE_ENV]
+        broker.start()
+        wait_until(lambda: "cleaned Log(paused-0" in broker.log_path.read_text(), 60,
+                   message="a cleaning after the restart")
+        children = cleaner_processes(broker.proc.pid)
+        assert len(children) == 1, children
+        started = time.monotonic()
+        assert broker.stop() == 0
+        assert children[0] not in cleaner_processes()
+        print(f"broker stopped in {time.monotonic() - started:.2f}s, cleaner child gone")
+    finally:
+        broker.kill()

@@ -106,8 +106,10 @@ class Throttler:
 
     def __init__(self, rate: float, check_interval_ms: int = 300,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, *,
+                 yield_gil: bool = True) -> None:
         self.rate = rate
+        self.yield_gil = yield_gil
         self.check_interval_s = check_interval_ms / 1000
         self._clock = clock
         self._sleep = sleep
@@ -119,7 +121,9 @@ class Throttler:
         # Called once a batch: the cleaner's Python work holds the GIL, and a thread waking
         # from I/O (the broker's network loop) would wait for the interpreter's switch
         # interval (5 ms) each time; yielding here bounds that wait to one batch's work.
-        self._sleep(0)
+        # (Not in a cleaner process: no other thread there to yield to.)
+        if self.yield_gil:
+            self._sleep(0)
         if self.rate >= _DOUBLE_MAX:
             return
         with self._lock:
@@ -271,6 +275,9 @@ class Cleaner:
         # group's output written and flushed), "swap", "old_deleted", "swapped" (see
         # Log.replace_segments).
         self.on_step = on_step
+
+    def close(self) -> None:
+        """Nothing to release (`ProcessCleaner.close` ends its child)."""
 
     def _step(self, name: str) -> None:
         if self.on_step is not None:
@@ -617,8 +624,11 @@ class LogCleaner:
     def __init__(self, config: CleanerConfig,
                  logs: Callable[[], Mapping[tuple[str, int], tuple[Path, Log]]],
                  clock: Callable[[], int], *, on_step: Callable[[str], None] | None = None,
-                 throttler: Throttler | None = None) -> None:
+                 throttler: Throttler | None = None, isolated: bool = True) -> None:
         self.config = config
+        # The threads clean in child processes (`cleaner_process`), off this interpreter.
+        self.isolated = isolated
+        self._cleaners: dict[int, Any] = {}  # thread number -> its Cleaner/ProcessCleaner
         self._logs = logs
         self.clock = clock
         self._lock = threading.Lock()
@@ -748,15 +758,47 @@ class LogCleaner:
             self._start_threads()
         self._wakeup.set()
 
+    def _new_cleaner(self, number: int, config: CleanerConfig) -> Any:
+        if self.isolated:
+            from odradek.storage.cleaner_process import ProcessCleaner  # (imports this module)
+
+            cleaner: Any = ProcessCleaner(config, throttler=self.throttler,
+                                          on_step=self._on_step)
+        else:
+            cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+        with self._lock:
+            previous = self._cleaners.pop(number, None)
+            if self._stop.is_set():
+                cleaner.close()
+                raise CleaningAbortedError("the log cleaner is shut down")
+            self._cleaners[number] = cleaner
+        if previous is not None:
+            previous.close()
+        return cleaner
+
     def _run(self, number: int) -> None:
+        try:
+            self._run_cleanings(number)
+        except CleaningAbortedError:
+            pass  # shut down while starting
+        finally:
+            with self._lock:
+                cleaner = self._cleaners.pop(number, None)
+            if cleaner is not None:
+                cleaner.close()
+
+    def _run_cleanings(self, number: int) -> None:
         config = self.config
-        cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+        cleaner = self._new_cleaner(number, config)
         while not self._stop.is_set():
             if self.config is not config:
                 config = self.config
                 if number >= config.num_threads:
                     return  # fewer threads now
-                cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+                if self.isolated:
+                    cleaner.config = config  # sent with each job
+                else:
+                    cleaner = self._new_cleaner(number, config)
             try:
                 cleaned = self.clean_filthiest_log(cleaner)
             except Exception:
@@ -775,9 +817,14 @@ class LogCleaner:
             return key in self._in_progress
 
     def shutdown(self) -> None:
+        """Stops the threads; a cleaning in progress in a child process is killed (nothing
+        swapped after that), one in this process finishes its current group first."""
         with self._lock:
             self._stop.set()
             threads, self._threads = self._threads, []
+            cleaners = list(self._cleaners.values())
+        for cleaner in cleaners:
+            cleaner.close()
         self._wakeup.set()
         for thread in threads:
             thread.join()
