@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from broker_process import BrokerProcess, log_bytes, wait_until
+from broker_process import BrokerProcess, commit_repeatedly, log_bytes, wait_until
 
 from odradek.protocol.records import Compression, RecordBatchBuilder
 from odradek.storage import Log, LogConfig
@@ -179,6 +179,28 @@ def bench_produce_while_cleaning(work: Path, records: int, rounds: int) -> list[
             f"| {notes} |")]
 
 
+def bench_offsets_commits(work: Path, commits: int) -> list[str]:
+    """One group committing `commits` times: `__consumer_offsets` stays bounded."""
+    segment_bytes = MIB
+    (work / "offsets").mkdir()
+    broker = BrokerProcess(work / "offsets", {
+        "log.cleaner.backoff.ms": "100", "offsets.topic.num.partitions": "1",
+        "offsets.topic.segment.bytes": str(segment_bytes)}).start()
+    try:
+        started = time.perf_counter()
+        report = commit_repeatedly(broker, commits, segment_bytes)
+        elapsed = time.perf_counter() - started
+    finally:
+        broker.stop()
+    print(f"  __consumer_offsets: {report}", flush=True)
+    return [(f"| `__consumer_offsets` under {commits:,} commits of one group (confluent-kafka, "
+             f"async, offsets.topic.segment.bytes=1 MiB) | {report['written_bytes'] / MIB:.1f} "
+             f"MiB written ({report['records']:,} records) | "
+             f"{report['largest_bytes'] / MIB:.2f} MiB at most, "
+             f"{report['final_bytes'] / 1024:.0f} KiB at the end | bounded | "
+             f"{commits / elapsed:,.0f} commits/s |")]
+
+
 def run(quick: bool = False) -> str:
     records = 100_000 if quick else 1_000_000
     produce_records = 100_000 if quick else 500_000
@@ -191,6 +213,7 @@ def run(quick: bool = False) -> str:
             rows += bench_append_vs_clean(work, records, rounds, codec)
         rows += bench_append_vs_clean(work, records // 8, rounds, Compression.NONE, 1000)
         rows += bench_produce_while_cleaning(work, produce_records, rounds)
+        rows += bench_offsets_commits(work, 10_000 if quick else 100_000)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     python = ".".join(map(str, sys.version_info[:3]))

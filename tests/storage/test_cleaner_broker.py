@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, log_bytes, wait_until
+from broker_process import BrokerProcess, commit_repeatedly, log_bytes, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -188,3 +188,24 @@ def test_cleaner_process_ends_with_the_broker_killed_or_stopped(tmp_path: Path) 
         print(f"broker stopped in {time.monotonic() - started:.2f}s, cleaner child gone")
     finally:
         broker.kill()
+
+
+def test_consumer_offsets_stays_bounded_under_10k_commits_of_one_group(tmp_path: Path
+                                                                       ) -> None:
+    """One group committing 10,000 times (asynchronously, as fast as the broker takes them):
+    `__consumer_offsets` is compacted as it grows and ends a few segments long.
+    (`python -m bench cleaner` does the same with 100,000 commits and reports the sizes.)"""
+    segment_bytes = 16384
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100",
+                                      "offsets.topic.num.partitions": "1",
+                                      "offsets.topic.segment.bytes": str(segment_bytes)}).start()
+    try:
+        report = commit_repeatedly(broker, 10_000, segment_bytes)
+        print(f"__consumer_offsets-0 under 10k commits: {report}")
+        # Uncompacted, the commits take about 70 segments; the cleaner keeps it a few.
+        assert report["written_bytes"] > 40 * segment_bytes
+        assert report["largest_bytes"] < report["written_bytes"] / 3
+        assert report["final_bytes"] < 4 * segment_bytes
+    finally:
+        broker.stop()
+
