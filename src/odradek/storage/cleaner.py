@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from odradek.protocol.records import (
     RecordBatchBuilder,
     TimestampType,
     decode_control_key,
+    decode_keys,
     decode_records,
     write_crc,
 )
@@ -209,10 +210,6 @@ class CleanedTransactionMetadata:
         return False
 
 
-_OFFSET, _KEY = itemgetter(0), itemgetter(2)  # fields of `decode_records`' tuples
-_KEY_SIZE, _VALUE_SIZE = itemgetter(5), itemgetter(6)  # -1: null
-
-
 def _control_type(view: memoryview, header: BatchHeader) -> ControlRecordType | None:
     for record in decode_records(view, 0, header):
         try:
@@ -338,19 +335,18 @@ class Cleaner:
             if header.is_control:
                 transactions.on_control_batch_read(header, _control_type(view, header))
             elif not transactions.on_batch_read(header):
-                records = decode_records(view, 0, header)
-                stats.map_messages_read += len(records)
-                key_sizes = list(map(_KEY_SIZE, records))
-                if header.base_offset < start or -1 in key_sizes:
+                found = decode_keys(view, 0, header)
+                stats.map_messages_read += len(found.keys)
+                if header.base_offset < start or found.null_keys:
                     # Rare: a batch across the first dirty offset, or records without a key.
-                    full = offset_map.put_all([(record[2], record[0]) for record in records
-                                               if record[2] is not None and record[0] >= start])
+                    full = offset_map.put_all([
+                        (key, offset) for key, offset in zip(found.keys, found.offsets)
+                        if key is not None and offset >= start])
                 else:  # the common case: no Python loop over the records
-                    full = offset_map.put_batch(list(map(_KEY, records)),
-                                                list(map(_OFFSET, records)), sum(key_sizes))
+                    full = offset_map.put_batch(found.keys, found.offsets, found.key_bytes)
                 if full:
                     return True
-                if -1 in map(_VALUE_SIZE, records):
+                if found.null_values:
                     self._tombstone_batches.add(header.base_offset)
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
@@ -461,19 +457,26 @@ class Cleaner:
                                     if last_data_offset is not None
                                     else header.is_control and header.producer_epoch == epoch)
             retain_empty = last_of_producer or header.next_offset == upper_bound_offset
-            if not header.is_control and not discard_records \
-                    and header.base_offset >= map_start and header.last_offset <= mapped_until:
-                # Every record of the batch is in the map: the offsets that are still the
-                # latest of their key decide for the whole batch without decoding it.
-                live = offset_map.live_count(header.base_offset, header.last_offset)
+            if not header.is_control and not discard_records:
+                # Most batches are dropped or kept whole: decided from the keys at most, the
+                # batch copied with its bytes unchanged. A batch with tombstones (their delete
+                # horizon decides) or keyless records, or partly kept, is rewritten below.
+                if header.base_offset >= map_start and header.last_offset <= mapped_until:
+                    # Every record of the batch is in the map: the offsets that are still the
+                    # latest of their key decide, without even reading the keys.
+                    live = offset_map.live_count(header.base_offset, header.last_offset)
+                    tombstones = header.base_offset in self._tombstone_batches
+                else:  # the clean section (or past the map): a record stays unless its key
+                    # has a later offset in the map
+                    found = decode_keys(view, 0, header)
+                    live = sum(map(operator.ge, found.offsets, offset_map.get_many(found.keys)))
+                    tombstones = found.null_values or found.null_keys
                 if live == 0:
                     if retain_empty:
                         emit(_empty_batch(header))
                     continue
-                # (A batch with tombstones is decoded: their delete horizon decides.)
-                if live == header.records_count \
-                        and header.base_offset not in self._tombstone_batches:
-                    emit(view, header)  # bytes unchanged
+                if live == header.records_count and not tombstones:
+                    emit(view, header)
                     stats.messages_written += live
                     continue
             records = decode_records(view, 0, header)

@@ -266,6 +266,95 @@ def _decode_records(  # one loop with no calls per record: each call costs
     return records
 
 
+class RecordKeys:
+    """The keys of a batch's records, for the log cleaner (`decode_keys`)."""
+
+    __slots__ = ("key_bytes", "keys", "null_keys", "null_values", "offsets")
+
+    def __init__(self, offsets: list[int], keys: list[bytes | None], key_bytes: int,
+                 null_keys: bool, null_values: bool) -> None:
+        self.offsets = offsets
+        self.keys = keys
+        self.key_bytes = key_bytes  # the keys' total size
+        self.null_keys = null_keys
+        self.null_values = null_values  # a tombstone among the records
+
+
+def decode_keys(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> RecordKeys:
+    """Each record's offset and key, and whether any value is null, without decoding
+    timestamps, values or headers: the log cleaner reads every key of a log (its offset map,
+    then the keys of the clean section) but few whole records. The records' own lengths
+    delimit them; their inner fields are checked by `decode_records` when a batch is
+    rewritten, and were checked on append."""
+    if header is None:
+        header = BatchHeader.parse(buf, pos)
+    data = records_section(buf, pos, header)
+    base_offset = header.base_offset
+    unzigzag = _UNZIGZAG
+    unzigzag2 = _UNZIGZAG_2
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    key_bytes = 0
+    null_keys = null_values = False
+    size = len(data)
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            byte = data[pos]
+            if byte < 0x80:
+                length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise CorruptRecordError(f"record length {length} is out of range")
+            pos += 1  # attributes
+            while data[pos] >= 0x80:  # the timestamp delta, skipped
+                pos += 1
+            pos += 1
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                offset_delta = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                offset_delta, pos = read_varint(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                key_length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                key_length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                key_length, pos = read_varint(data, pos)
+            if key_length < 0:
+                keys.append(None)
+                null_keys = True
+            else:
+                pos += key_length
+                keys.append(data[pos - key_length : pos])
+                key_bytes += key_length
+            if data[pos] == 1:  # a value length of -1 (zig-zag): a null value
+                null_values = True
+            if pos >= end:
+                raise CorruptRecordError(f"record at offset delta {offset_delta} overruns")
+            offsets.append(base_offset + offset_delta)
+            pos = end
+    except (IndexError, DecodeError) as exc:
+        raise CorruptRecordError(f"truncated or invalid record: {exc}") from None
+    if pos != size:
+        raise CorruptRecordError(
+            f"{size - pos} bytes left after the batch's {header.records_count} records")
+    return RecordKeys(offsets, keys, key_bytes, null_keys, null_values)
+
+
 def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list[Header], int]:
     """A record's headers (from its header count at `pos`) and the position after them."""
     header_count, pos = read_varint(data, pos)
