@@ -50,6 +50,11 @@ from odradek.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 PARENT_POLL_S = 0.2
+# The child's CPU priority below the broker's (nice +10: about a tenth of a busy core's time
+# when the broker's threads want the CPU too): cleaning is background work and takes the CPU
+# the broker leaves idle, rather than slowing produce and fetch on a busy machine.
+# `log.cleaner.io.max.bytes.per.second` still bounds its I/O.
+CHILD_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -296,6 +301,10 @@ def serve(conn: Connection) -> None:
 
 def main() -> None:
     fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
+    try:
+        os.nice(CHILD_NICENESS)
+    except OSError:  # not permitted (some containers): the default priority
+        pass
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     serve(Connection(fd))
 

@@ -281,11 +281,10 @@ class RecordKeys:
 
 
 def decode_keys(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> RecordKeys:
-    """Each record's offset and key, and whether any value is null, without decoding
-    timestamps, values or headers: the log cleaner reads every key of a log (its offset map,
-    then the keys of the clean section) but few whole records. The records' own lengths
-    delimit them; their inner fields are checked by `decode_records` when a batch is
-    rewritten, and were checked on append."""
+    """Each record's offset and key, and whether any value is null, checking the records as
+    `decode_records` does (CorruptRecordError) but making no objects for timestamps, values
+    and headers: about half its cost. For the per-record readers that need only keys: a
+    compacted topic's produce validation, the log cleaner's offset map and clean section."""
     if header is None:
         header = BatchHeader.parse(buf, pos)
     data = records_section(buf, pos, header)
@@ -294,6 +293,7 @@ def decode_keys(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) ->
     unzigzag2 = _UNZIGZAG_2
     offsets: list[int] = []
     keys: list[bytes | None] = []
+    add_offset, add_key = offsets.append, keys.append
     key_bytes = 0
     null_keys = null_values = False
     size = len(data)
@@ -334,19 +334,38 @@ def decode_keys(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) ->
                 pos += 2
             else:
                 key_length, pos = read_varint(data, pos)
-            if key_length < 0:
-                keys.append(None)
+            if key_length >= 0:
+                pos += key_length
+                add_key(data[pos - key_length : pos])
+                key_bytes += key_length
+            elif key_length == -1:
+                add_key(None)
                 null_keys = True
             else:
-                pos += key_length
-                keys.append(data[pos - key_length : pos])
-                key_bytes += key_length
-            if data[pos] == 1:  # a value length of -1 (zig-zag): a null value
+                raise CorruptRecordError(f"invalid key length {key_length}")
+            byte = data[pos]
+            if byte < 0x80:
+                value_length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                value_length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                value_length, pos = read_varint(data, pos)
+            if value_length >= 0:
+                pos += value_length  # skipped
+            elif value_length == -1:
                 null_values = True
-            if pos >= end:
-                raise CorruptRecordError(f"record at offset delta {offset_delta} overruns")
-            offsets.append(base_offset + offset_delta)
-            pos = end
+            else:
+                raise CorruptRecordError(f"invalid value length {value_length}")
+            if data[pos] == 0:
+                pos += 1
+            else:  # checked, not kept
+                _headers, pos = _decode_headers(data, pos, end)
+            if pos != end:
+                raise CorruptRecordError(
+                    f"record declared {length} bytes but its fields use {length + pos - end}")
+            add_offset(base_offset + offset_delta)
     except (IndexError, DecodeError) as exc:
         raise CorruptRecordError(f"truncated or invalid record: {exc}") from None
     if pos != size:
