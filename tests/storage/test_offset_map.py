@@ -85,31 +85,3 @@ def test_memory_stays_within_the_budget() -> None:
     assert grown_kib < budget / 1024 + 4 * 1024, f"grew {grown_kib} KiB for a {budget} B map"
     assert offset_map.get(b"key-%08d" % 12345) == 12345
 
-
-def test_decode_keys_agrees_with_decode_records() -> None:
-    """The cleaner's key-only decoder reads the same offsets and keys as the full decoder,
-    with long varints, null keys, tombstones, headers and a compressed batch."""
-    from odradek.protocol.records import (
-        Compression,
-        RecordBatchBuilder,
-        decode_keys,
-        decode_records,
-    )
-
-    for codec in (Compression.NONE, Compression.ZSTD):
-        builder = RecordBatchBuilder(base_offset=1000, compression=codec)
-        records = [(b"k" * 200, b"v" * 300, [("h", b"x")]), (None, b"keyless", []),
-                   (b"dead", None, []), (b"", b"", [])]
-        for number, (key, value, headers) in enumerate(records):
-            builder.append(1_700_000_000_000 + number * 10**9, key, value, headers,
-                           offset=1000 + number * 70)
-        data = builder.build()
-        found = decode_keys(data)
-        full = decode_records(data)
-        assert found.offsets == [record[0] for record in full] == [1000, 1070, 1140, 1210]
-        assert found.keys == [record[2] for record in full]
-        assert found.key_bytes == 204 and found.null_keys and found.null_values
-    plain = RecordBatchBuilder()
-    plain.append(0, b"a", b"b")
-    found = decode_keys(plain.build())
-    assert found.keys == [b"a"] and not found.null_keys and not found.null_values
