@@ -639,6 +639,10 @@ class LogCleaner:
         self._uncleanable: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._wakeup = threading.Event()
+        # Truncations not yet applied to the checkpoints (key -> lowest new log end): recorded
+        # under a lock of their own, as `Log` reports them under its lock.
+        self._truncation_lock = threading.Lock()
+        self._truncations: dict[tuple[str, int], int] = {}
         self._threads: list[threading.Thread] = []
         # One throttler for all threads, as Kafka shares it.
         self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
@@ -660,7 +664,8 @@ class LogCleaner:
                 logger.warning("ignoring cleaner checkpoint of %s: %s", directory, error)
         return result
 
-    def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int) -> None:
+    def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int, *,
+                          lower_only: bool = False) -> None:
         with self._lock:
             live = {k for k, (d, _) in self._logs().items() if d == directory}
             checkpoint = self._checkpoint(directory)
@@ -669,8 +674,38 @@ class LogCleaner:
             except (ValueError, OSError):
                 current = {}
             current = {k: v for k, v in current.items() if k in live}
+            if lower_only and current.get(key, -1) <= offset:
+                return
             current[key] = offset
             checkpoint.write(current)
+
+    # -- truncation (Kafka's abortAndPauseCleaning + maybeTruncateCheckpoint) ----------------
+    def on_truncation(self, key: tuple[str, int], new_end_offset: int) -> None:
+        """A log was truncated to `new_end_offset` (its `Log.on_truncation`): the checkpoint
+        must not stay above it, or records appended again below it would count as clean.
+        A cleaning in progress of that log cannot swap segments the truncation removed, and
+        its end offset is lowered too before it is checkpointed."""
+        with self._truncation_lock:
+            previous = self._truncations.get(key)
+            self._truncations[key] = new_end_offset if previous is None \
+                else min(previous, new_end_offset)
+
+    def _take_truncation(self, key: tuple[str, int]) -> int | None:
+        with self._truncation_lock:
+            return self._truncations.pop(key, None)
+
+    def apply_truncations(self) -> None:
+        """Lowers the checkpoints of the logs truncated since (not those being cleaned: their
+        cleaning applies it when it ends)."""
+        with self._truncation_lock:
+            if not self._truncations:
+                return
+        for key, (directory, _log) in self._logs().items():
+            if self.is_cleaning(key):
+                continue
+            offset = self._take_truncation(key)
+            if offset is not None:
+                self.update_checkpoint(directory, key, offset, lower_only=True)
 
     # -- selection -------------------------------------------------------------------------
     def grab_filthiest_log(self, now_ms: int) -> LogToClean | None:
@@ -697,6 +732,7 @@ class LogCleaner:
     def clean_filthiest_log(self, cleaner: Cleaner | None = None) -> bool:
         """Cleans the dirtiest cleanable log, if any; returns whether one was cleaned."""
         now = self.clock()
+        self.apply_truncations()
         candidate = self.grab_filthiest_log(now)
         if candidate is None:
             return False
@@ -709,6 +745,9 @@ class LogCleaner:
             size_before = log.size_in_bytes
             end_offset = cleaner.clean(log, candidate.first_dirty_offset,
                                        candidate.first_uncleanable_offset, now, stats)
+            truncated = self._take_truncation(candidate.key)
+            if truncated is not None:  # meanwhile: what was cleaned above it is gone
+                end_offset = min(end_offset, truncated)
             entry = self._logs().get(candidate.key)
             if entry is not None and entry[1] is log:
                 self.update_checkpoint(entry[0], candidate.key, end_offset)

@@ -50,11 +50,17 @@ from odradek.storage.txn_index import AbortedTxn
 logger = logging.getLogger(__name__)
 
 PARENT_POLL_S = 0.2
-# The child's CPU priority below the broker's (nice +10: about a tenth of a busy core's time
-# when the broker's threads want the CPU too): cleaning is background work and takes the CPU
-# the broker leaves idle, rather than slowing produce and fetch on a busy machine.
-# `log.cleaner.io.max.bytes.per.second` still bounds its I/O.
-CHILD_NICENESS = 10
+
+
+def _as_batch_work() -> None:
+    """SCHED_BATCH (Linux): the scheduler treats the child as CPU-bound background work, so
+    it does not preempt the broker's threads when they wake up, at the same CPU share (a
+    lower priority, tried with nice +10, starved cleaning on a busy machine)."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:  # not permitted: the default policy
+            pass
 
 
 @dataclass(frozen=True)
@@ -301,10 +307,7 @@ def serve(conn: Connection) -> None:
 
 def main() -> None:
     fd, parent_pid = int(sys.argv[1]), int(sys.argv[2])
-    try:
-        os.nice(CHILD_NICENESS)
-    except OSError:  # not permitted (some containers): the default priority
-        pass
+    _as_batch_work()
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     serve(Connection(fd))
 
