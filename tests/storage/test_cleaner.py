@@ -30,6 +30,7 @@ from odradek.storage.cleaner import (
     LogCleaner,
     LogToClean,
     cleanable_offsets,
+    thread_count_error,
 )
 from odradek.storage.manager import LogManager
 from odradek.storage.offset_map import ENTRY_OVERHEAD
@@ -427,3 +428,20 @@ def test_the_log_manager_reports_truncations_to_its_cleaner(tmp_path: Path) -> N
         assert OffsetCheckpointFile(tmp_path / CLEANER_CHECKPOINT).read() == {("table", 0): 1}
     finally:
         manager.close()
+
+
+def test_run_time_thread_count_changes_are_bounded_as_kafka(tmp_path: Path,
+                                                            clock: FakeClock) -> None:
+    assert thread_count_error(2, 1) is None and thread_count_error(2, 4) is None
+    assert thread_count_error(0, 1) == "Log cleaner threads should be at least 1"
+    assert "more than double the current value 2" in thread_count_error(5, 2)
+    assert "less than half the current value 5" in thread_count_error(1, 5)
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=600_000), dict, clock, isolated=False)
+    try:
+        cleaner.reconfigure(CleanerConfig(num_threads=8, backoff_ms=100))
+        # The thread count is refused, the rest applied.
+        assert cleaner.config == CleanerConfig(num_threads=1, backoff_ms=100)
+        cleaner.reconfigure(CleanerConfig(num_threads=2, backoff_ms=100))
+        assert cleaner.config.num_threads == 2
+    finally:
+        cleaner.shutdown()

@@ -36,6 +36,7 @@ go on meanwhile (they only touch the active segment), and the swap takes the loc
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import operator
 import os
@@ -99,6 +100,20 @@ class CleanerConfig:
                    max_io_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second")),
                    backoff_ms=int(get("log.cleaner.backoff.ms")),
                    enable_cleaner=bool(get("log.cleaner.enable")))
+
+
+def thread_count_error(new: int, current: int) -> str | None:
+    """Why `log.cleaner.threads` may not change from `current` to `new` at run time (Kafka's
+    LogCleaner.validateReconfiguration: at least 1, at most halved or doubled), or None."""
+    if new < 1:
+        return "Log cleaner threads should be at least 1"
+    if new < current // 2:
+        return f"Log cleaner threads cannot be reduced to less than half the current value " \
+            f"{current}"
+    if new > current * 2:
+        return f"Log cleaner threads cannot be increased to more than double the current " \
+            f"value {current}"
+    return None
 
 
 class Throttler:
@@ -791,6 +806,13 @@ class LogCleaner:
         map when its next cleaning starts (size, load factor), the thread count by starting
         threads or letting the extra ones end after their cleaning in progress."""
         with self._lock:
+            refused = thread_count_error(config.num_threads, self.config.num_threads)
+            if refused is not None:
+                # As Kafka's broker applying a dynamic config its validateReconfiguration
+                # refuses: logged, and the rest of the change applied.
+                logger.error("log.cleaner.threads=%d not applied: %s", config.num_threads,
+                             refused)
+                config = dataclasses.replace(config, num_threads=self.config.num_threads)
             if config == self.config or self._stop.is_set():
                 return
             logger.info("log cleaner reconfigured: %s", config)
