@@ -173,6 +173,10 @@ def commit_repeatedly(broker: BrokerProcess, commits: int, segment_bytes: int
         consumer.commit(offsets=[TopicPartition("t", 0, 0)], asynchronous=False)
         for number in range(1, commits):
             consumer.commit(offsets=[TopicPartition("t", 0, number)], asynchronous=True)
+            if number % 100 == 0:
+                # Serves the async commits' results: unserved, librdkafka's queue grows and
+                # each commit costs more (the client, not the broker, became the bottleneck).
+                consumer.poll(0)
             if number % 500 == 0:
                 # Commits are one request each; a sync one now and then bounds the backlog.
                 consumer.commit(offsets=[TopicPartition("t", 0, number)], asynchronous=False)
