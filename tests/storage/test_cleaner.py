@@ -32,6 +32,7 @@ from odradek.storage.cleaner import (
     cleanable_offsets,
     thread_count_error,
 )
+from odradek.storage.cleaner_process import ProcessCleaner
 from odradek.storage.manager import LogManager
 from odradek.storage.offset_map import ENTRY_OVERHEAD
 from odradek.storage.validator import AppendOrigin
@@ -71,8 +72,8 @@ def latest_by_key(log: Log) -> dict[bytes, tuple[int, bytes | None]]:
     return latest
 
 
-def clean(log: Log, now: int, cleaner: Cleaner | None = None, first_dirty: int | None = None
-          ) -> int:
+def clean(log: Log, now: int, cleaner: Cleaner | ProcessCleaner | None = None,
+          first_dirty: int | None = None) -> int:
     """One cleaning of the whole cleanable section (from the log start unless told)."""
     start, uncleanable = cleanable_offsets(log, first_dirty, now)
     target = LogToClean(("t", 0), log, start, uncleanable)
@@ -142,26 +143,40 @@ def test_the_active_segment_and_the_dirty_range_above_the_hw_stay(make_log, cloc
     assert values[-2:] == [b"in the active segment", b"again"]
 
 
-def test_tombstones_kept_until_delete_retention_then_removed(make_log, clock) -> None:  # type: ignore[no-untyped-def]
+def test_tombstones_kept_until_delete_retention_then_removed(make_log, clock, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log({**COMPACT, "delete.retention.ms": DAY})
     expected = fill(log, clock, rounds=4, keys=6, deletes={1, 4})
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert latest[b"key-1"][1] is None and latest[b"key-4"][1] is None  # still visible
     headers = [h for h, r in read_records(log) if r[3] is None]
     assert all(h.delete_horizon_ms == clock() + DAY for h in headers)
     clock.advance(DAY - 1)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert latest_by_key(log)[b"key-1"][1] is None  # not yet
     clock.advance(2)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert b"key-1" not in latest and b"key-4" not in latest
     assert {k: v for k, (_o, v) in latest.items()} == {
         k: v for k, v in expected.items() if v is not None}
 
 
-def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["in process", "child process"])
+def any_cleaner(request):  # type: ignore[no-untyped-def]
+    """The cleaner the broker's threads use (its work in a child process, the swaps here) and
+    the in-process one: the same results."""
+    if request.param == "in process":
+        yield Cleaner()
+        return
+    cleaner = ProcessCleaner(CleanerConfig())
+    try:
+        yield cleaner
+    finally:
+        cleaner.close()
+
+
+def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log({**COMPACT, "delete.retention.ms": 1000})
     now = clock()
     # pid 1 commits x=v1 (later superseded), pid 2 writes y and aborts, z plain.
@@ -183,27 +198,27 @@ def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock) 
     def markers() -> set[int]:
         return {h.base_offset for h, _r in read_records(log) if h.is_control}
 
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert b"y" not in latest and latest[b"x"][1] == b"v2"
     assert markers() == {commit, abort}  # the abort marker waits for its data to be gone
     assert [t.producer_id for s in log.log_segments() for t in s.txn_index.entries] == [2]
     # The second cleaning finds no data of either transaction: both markers get a delete
     # horizon (KIP-534) and stay until it passes.
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == {commit, abort}
     assert all(h.delete_horizon_ms == clock() + 1000 for h, _r in read_records(log)
                if h.is_control)
     clock.advance(999)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == {commit, abort}
     clock.advance(1)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == set()
     assert {k: v for k, (_o, v) in latest_by_key(log).items()} == {b"x": b"v2", b"z": b"plain"}
 
 
-def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_path, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log(COMPACT)
     log.append_as_leader(batch([(b"k", b"a"), (b"k", b"b")], clock(), producer_id=7,
                                producer_epoch=3, base_sequence=0), 0)
@@ -213,7 +228,7 @@ def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_pat
     log.update_high_watermark(log.log_end_offset)
     producers = [(p.producer_id, p.producer_epoch, p.last_sequence)
                  for p in log.active_producers()]
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     headers = [h for _p, h in iter_batches(log.log_segments()[0].read_batch(0, BatchHeader.parse(
         log.log_segments()[0].read_batch(0, log.log_segments()[0].first_batch_header()))))]
     assert headers[0].producer_id == 7 and headers[0].records_count == 0
