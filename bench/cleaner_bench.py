@@ -7,14 +7,19 @@ Run: `python -m bench cleaner` (writes docs/performance.md) or
 - **append vs clean**: the same keyed batches (200 records of ~120 B, uncompressed and lz4,
   and of ~1 KB uncompressed, over a key space a tenth of the record count) are appended with `Log.append_as_leader` into a
   fresh log (1 MiB segments) and fsynced: the sequential append rate. The same data in a
-  compacted log is then cleaned once by `Cleaner.clean` (offset map over every inactive
-  segment, rewrite, swap): the cleaner's rate is the bytes of the section cleaned over the
-  whole cleaning's time. Rounds interleave append and clean; the median counts.
+  compacted log is then cleaned once by a `ProcessCleaner` (as the broker's cleaner threads
+  do: its child process, started beforehand, builds the offset map and writes the `.cleaned`
+  files; this process swaps them in): the cleaner's rate is the bytes of the section cleaned
+  over the whole cleaning's time. Rounds interleave append and clean; the median counts.
 - **produce while cleaning**: a broker (this tree) with `log.cleaner.backoff.ms=100`; a
   confluent-kafka producer (acks=all, lz4, linger 5 ms) writes N records over N/10 keys into a
   topic with `cleanup.policy=delete` and then into one with `compact`
   (`min.cleanable.dirty.ratio=0.01`, 1 MiB segments: the cleaner runs throughout), rounds
   interleaved; records/s of each and their ratio.
+- **`__consumer_offsets` under commits**: one confluent-kafka consumer commits 100,000 offsets
+  (asynchronously, a synchronous one every 500) for one group, with
+  `offsets.topic.segment.bytes=1 MiB`; the partition's size: what the commits wrote, the
+  largest seen while committing, and at the end once the cleaner settled.
 """
 
 from __future__ import annotations
@@ -30,11 +35,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from broker_process import BrokerProcess, log_bytes, wait_until
+from broker_process import BrokerProcess, commit_repeatedly, log_bytes, wait_until
 
 from odradek.protocol.records import Compression, RecordBatchBuilder
 from odradek.storage import Log, LogConfig
-from odradek.storage.cleaner import Cleaner, CleanerStats, LogToClean, cleanable_offsets
+from odradek.storage.cleaner import (
+    Cleaner,
+    CleanerConfig,
+    CleanerStats,
+    LogToClean,
+    cleanable_offsets,
+)
+from odradek.storage.cleaner_process import ProcessCleaner
 
 NAME = "cleaner"
 MIB = 1024 * 1024
@@ -71,7 +83,8 @@ def append_seconds(directory: Path, batches: list[bytes], compact: bool) -> tupl
     return elapsed, log
 
 
-def clean_seconds(log: Log) -> tuple[float, int, CleanerStats]:
+def clean_seconds(log: Log, cleaner: Cleaner | ProcessCleaner
+                  ) -> tuple[float, int, CleanerStats]:
     """One cleaning of every inactive segment; (seconds, bytes of the section, stats)."""
     log.roll()
     now = int(time.time() * 1000)
@@ -80,7 +93,7 @@ def clean_seconds(log: Log) -> tuple[float, int, CleanerStats]:
     stats = CleanerStats()
     os.sync()
     started = time.perf_counter()
-    Cleaner().clean(log, first_dirty, target.first_uncleanable_offset, now, stats)
+    cleaner.clean(log, first_dirty, target.first_uncleanable_offset, now, stats)
     return time.perf_counter() - started, target.cleanable_bytes, stats
 
 
@@ -90,13 +103,16 @@ def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compress
     size = sum(len(batch) for batch in batches)
     append_rates, clean_rates = [], []
     details = []
+    # As the broker's cleaner threads do: the work in a (started, reused) child process.
+    cleaner = ProcessCleaner(CleanerConfig())
+    cleaner.start()
     for _ in range(rounds):
         elapsed, log = append_seconds(work / "append-0", batches, compact=False)
         append_rates.append(size / elapsed / MIB)
         log.close()
         shutil.rmtree(work / "append-0")
         _, log = append_seconds(work / "clean-0", batches, compact=True)
-        elapsed, section, stats = clean_seconds(log)
+        elapsed, section, stats = clean_seconds(log, cleaner)
         clean_rates.append(section / elapsed / MIB)
         details.append(f"{section / MIB:.1f} MiB -> {log.size_in_bytes / MIB:.2f} MiB, "
                        f"map {stats.map_messages_read} records, wrote "
@@ -105,6 +121,7 @@ def bench_append_vs_clean(work: Path, records: int, rounds: int, codec: Compress
         shutil.rmtree(work / "clean-0")
         print(f"  {codec.name}: append {append_rates[-1]:.1f} MB/s, clean "
               f"{clean_rates[-1]:.1f} MB/s ({details[-1]})", flush=True)
+    cleaner.close()
     append_rate, clean_rate = statistics.median(append_rates), statistics.median(clean_rates)
     return [(f"| clean vs append, {codec.name.lower()}, {records:,} records of ~{value_size} B "
              f"/ {records // 10:,} "
@@ -167,6 +184,28 @@ def bench_produce_while_cleaning(work: Path, records: int, rounds: int) -> list[
             f"| {notes} |")]
 
 
+def bench_offsets_commits(work: Path, commits: int) -> list[str]:
+    """One group committing `commits` times: `__consumer_offsets` stays bounded."""
+    segment_bytes = MIB
+    (work / "offsets").mkdir()
+    broker = BrokerProcess(work / "offsets", {
+        "log.cleaner.backoff.ms": "100", "offsets.topic.num.partitions": "1",
+        "offsets.topic.segment.bytes": str(segment_bytes)}).start()
+    try:
+        started = time.perf_counter()
+        report = commit_repeatedly(broker, commits, segment_bytes)
+        elapsed = time.perf_counter() - started
+    finally:
+        broker.stop()
+    print(f"  __consumer_offsets: {report}", flush=True)
+    return [(f"| `__consumer_offsets` under {commits:,} commits of one group (confluent-kafka, "
+             f"async, offsets.topic.segment.bytes=1 MiB) | {report['written_bytes'] / MIB:.1f} "
+             f"MiB written ({report['records']:,} records) | "
+             f"{report['largest_bytes'] / MIB:.2f} MiB at most, "
+             f"{report['final_bytes'] / 1024:.0f} KiB at the end | bounded | "
+             f"{commits / elapsed:,.0f} commits/s |")]
+
+
 def run(quick: bool = False) -> str:
     records = 100_000 if quick else 1_000_000
     produce_records = 100_000 if quick else 500_000
@@ -179,6 +218,7 @@ def run(quick: bool = False) -> str:
             rows += bench_append_vs_clean(work, records, rounds, codec)
         rows += bench_append_vs_clean(work, records // 8, rounds, Compression.NONE, 1000)
         rows += bench_produce_while_cleaning(work, produce_records, rounds)
+        rows += bench_offsets_commits(work, 10_000 if quick else 100_000)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     python = ".".join(map(str, sys.version_info[:3]))
@@ -191,17 +231,17 @@ def run(quick: bool = False) -> str:
     return "## Log cleaner\n\n" + method + "\n\n" + "\n".join(table) + "\n\n" + READING + "\n"
 
 
-READING = """Reading: the append path does no per-record work (one CRC and header check a batch); the
-cleaner decodes every record twice (offset map, then rewrite) and hashes its key twice (MD5,
-one open-addressing probe in Python each time), about 10-20 us a record here. Its rate in MB/s
-therefore follows the record size: ~0.2x the append rate for ~100 B records, at or above it
-for ~1 KB records; compressed batches are also decompressed twice and the kept records
-recompressed. Produce on a continuously cleaned topic (`min.cleanable.dirty.ratio=0.01`) gets
-~0.5-0.6x of a delete-policy topic because the cleaner thread shares the broker's interpreter
-(GIL) with the network and request threads; it yields once a batch, and
-`log.cleaner.io.max.bytes.per.second` caps its share. Reaching the goals (>= 0.5x, >= 0.8x)
-needs the cleaning work out of the broker's interpreter (a cleaner process writing the
-`.cleaned` files, the broker only swapping them) or a compiled record scanner."""
+READING = """Reading: the cleaner runs in a child process per cleaner thread (`SCHED_BATCH`), off
+the broker's interpreter; the broker only swaps the `.cleaned` segments in. Its per-record work is
+reading keys (`decode_keys`: no objects for timestamps, values, headers) and one `dict.update` a
+batch into the offset map; a batch is then dropped, or copied with its bytes unchanged, from
+the offsets still live (dirty section: no decoding at all) or its keys (clean section); only
+batches partly kept or with tombstones are decoded and rebuilt. Compressed batches are
+decompressed to read their keys. Produce into a compacted topic costs more than into a
+delete-policy one mostly because of the produce path's own per-record work, not the cleaner:
+every record's key is checked (Kafka's validateKey; with the cleaner disabled the broker
+spent about 2x the CPU per record on the compacted topic in this session). The ratio is noisy
+here: the client, the broker and the cleaner share 2 cores with other work."""
 
 
 def main() -> None:

@@ -152,3 +152,54 @@ def log_bytes(directory: Path) -> int:
         except FileNotFoundError:  # swapped by the cleaner meanwhile
             pass
     return total
+
+
+def commit_repeatedly(broker: BrokerProcess, commits: int, segment_bytes: int
+                      ) -> dict[str, int]:
+    """Commits offsets 0..commits-1 of one partition for one group; returns the sizes of
+    `__consumer_offsets-0` (of `offsets.topic.segment.bytes=segment_bytes`): the largest
+    seen while committing, at the end (once the cleaner has settled), and what the commits wrote (records times the bytes a record takes in the
+    active segment, which is never cleaned)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer",
+                         "enable.auto.commit": False})
+    directory = broker.data_dir / "__consumer_offsets-0"
+    largest = 0
+    try:
+        consumer.commit(offsets=[TopicPartition("t", 0, 0)], asynchronous=False)
+        for number in range(1, commits):
+            consumer.commit(offsets=[TopicPartition("t", 0, number)], asynchronous=True)
+            if number % 100 == 0:
+                # Serves the async commits' results: unserved, librdkafka's queue grows and
+                # each commit costs more (the client, not the broker, became the bottleneck).
+                consumer.poll(0)
+            if number % 500 == 0:
+                # Commits are one request each; a sync one now and then bounds the backlog.
+                consumer.commit(offsets=[TopicPartition("t", 0, number)], asynchronous=False)
+                largest = max(largest, log_bytes(directory))
+        consumer.commit(offsets=[TopicPartition("t", 0, commits)], asynchronous=False)
+        committed = consumer.committed([TopicPartition("t", 0)], timeout=30)[0].offset
+        assert committed == commits
+        _low, records = consumer.get_watermark_offsets(
+            TopicPartition("__consumer_offsets", 0), timeout=30)
+    finally:
+        consumer.close()
+    active = max(directory.glob("*.log"))
+    active_records = records - int(active.name.split(".")[0])
+    per_record = active.stat().st_size / max(active_records, 1)
+    before = log_bytes(directory)
+
+    def inactive_bytes() -> int:
+        segments = sorted(directory.glob("*.log"))
+        return sum(segment.stat().st_size for segment in segments[:-1])
+
+    # Settled: the inactive segments compacted to the group's few live keys.
+    wait_until(lambda: inactive_bytes() <= 2 * segment_bytes, 120,
+               message="the cleaner to compact __consumer_offsets")
+    return {"commits": commits, "records": records,
+            "written_bytes": int(records * per_record),
+            "largest_bytes": max(largest, before), "final_bytes": log_bytes(directory)}

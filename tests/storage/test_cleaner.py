@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -29,8 +30,11 @@ from odradek.storage.cleaner import (
     LogCleaner,
     LogToClean,
     cleanable_offsets,
+    thread_count_error,
 )
+from odradek.storage.cleaner_process import ProcessCleaner
 from odradek.storage.manager import LogManager
+from odradek.storage.offset_map import ENTRY_OVERHEAD
 from odradek.storage.validator import AppendOrigin
 
 DAY = 86_400_000
@@ -68,8 +72,8 @@ def latest_by_key(log: Log) -> dict[bytes, tuple[int, bytes | None]]:
     return latest
 
 
-def clean(log: Log, now: int, cleaner: Cleaner | None = None, first_dirty: int | None = None
-          ) -> int:
+def clean(log: Log, now: int, cleaner: Cleaner | ProcessCleaner | None = None,
+          first_dirty: int | None = None) -> int:
     """One cleaning of the whole cleanable section (from the log start unless told)."""
     start, uncleanable = cleanable_offsets(log, first_dirty, now)
     target = LogToClean(("t", 0), log, start, uncleanable)
@@ -139,26 +143,40 @@ def test_the_active_segment_and_the_dirty_range_above_the_hw_stay(make_log, cloc
     assert values[-2:] == [b"in the active segment", b"again"]
 
 
-def test_tombstones_kept_until_delete_retention_then_removed(make_log, clock) -> None:  # type: ignore[no-untyped-def]
+def test_tombstones_kept_until_delete_retention_then_removed(make_log, clock, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log({**COMPACT, "delete.retention.ms": DAY})
     expected = fill(log, clock, rounds=4, keys=6, deletes={1, 4})
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert latest[b"key-1"][1] is None and latest[b"key-4"][1] is None  # still visible
     headers = [h for h, r in read_records(log) if r[3] is None]
     assert all(h.delete_horizon_ms == clock() + DAY for h in headers)
     clock.advance(DAY - 1)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert latest_by_key(log)[b"key-1"][1] is None  # not yet
     clock.advance(2)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert b"key-1" not in latest and b"key-4" not in latest
     assert {k: v for k, (_o, v) in latest.items()} == {
         k: v for k, v in expected.items() if v is not None}
 
 
-def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["in process", "child process"])
+def any_cleaner(request):  # type: ignore[no-untyped-def]
+    """The cleaner the broker's threads use (its work in a child process, the swaps here) and
+    the in-process one: the same results."""
+    if request.param == "in process":
+        yield Cleaner()
+        return
+    cleaner = ProcessCleaner(CleanerConfig())
+    try:
+        yield cleaner
+    finally:
+        cleaner.close()
+
+
+def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log({**COMPACT, "delete.retention.ms": 1000})
     now = clock()
     # pid 1 commits x=v1 (later superseded), pid 2 writes y and aborts, z plain.
@@ -180,27 +198,27 @@ def test_aborted_records_removed_and_markers_dropped_when_safe(make_log, clock) 
     def markers() -> set[int]:
         return {h.base_offset for h, _r in read_records(log) if h.is_control}
 
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     latest = latest_by_key(log)
     assert b"y" not in latest and latest[b"x"][1] == b"v2"
     assert markers() == {commit, abort}  # the abort marker waits for its data to be gone
     assert [t.producer_id for s in log.log_segments() for t in s.txn_index.entries] == [2]
     # The second cleaning finds no data of either transaction: both markers get a delete
     # horizon (KIP-534) and stay until it passes.
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == {commit, abort}
     assert all(h.delete_horizon_ms == clock() + 1000 for h, _r in read_records(log)
                if h.is_control)
     clock.advance(999)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == {commit, abort}
     clock.advance(1)
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     assert markers() == set()
     assert {k: v for k, (_o, v) in latest_by_key(log).items()} == {b"x": b"v2", b"z": b"plain"}
 
 
-def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_path, any_cleaner) -> None:  # type: ignore[no-untyped-def]
     log = make_log(COMPACT)
     log.append_as_leader(batch([(b"k", b"a"), (b"k", b"b")], clock(), producer_id=7,
                                producer_epoch=3, base_sequence=0), 0)
@@ -210,7 +228,7 @@ def test_last_batch_of_an_active_producer_is_kept_empty(make_log, clock, tmp_pat
     log.update_high_watermark(log.log_end_offset)
     producers = [(p.producer_id, p.producer_epoch, p.last_sequence)
                  for p in log.active_producers()]
-    clean(log, clock())
+    clean(log, clock(), any_cleaner)
     headers = [h for _p, h in iter_batches(log.log_segments()[0].read_batch(0, BatchHeader.parse(
         log.log_segments()[0].read_batch(0, log.log_segments()[0].first_batch_header()))))]
     assert headers[0].producer_id == 7 and headers[0].records_count == 0
@@ -282,7 +300,9 @@ def test_a_full_offset_map_cleans_a_prefix_and_checkpoints_its_end(tmp_path: Pat
             log.append_as_leader(batch([(b"k%d" % key, b"once")], clock()), 0)
         log.roll()
         log.update_high_watermark(log.log_end_offset)
-        config = CleanerConfig(dedupe_buffer_size=24 * 10, dedupe_buffer_load_factor=1.0,
+        # A budget of 10 entries of 3-byte keys (k10-k19), so also of 10 of 2-byte keys.
+        config = CleanerConfig(dedupe_buffer_size=(ENTRY_OVERHEAD + 3) * 10,
+                               dedupe_buffer_load_factor=1.0,
                                backoff_ms=10)
         cleaner = LogCleaner(config, lambda: {("topic", 0): (tmp_path, log)}, clock)
         assert cleaner.clean_filthiest_log()
@@ -366,3 +386,77 @@ def test_dump_log_shows_a_cleaned_segment(make_log, clock: FakeClock, capsys) ->
     assert offsets == [0, 2, 3, 4]
     assert captured.err.splitlines() == [f"Non-consecutive offsets in {path.absolute()}",
                                          "  0 is followed by 2"]
+
+
+def test_a_truncation_lowers_the_checkpoint_even_of_a_cleaning_in_progress(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's maybeTruncateCheckpoint: after a follower truncation below the cleaner's
+    checkpoint, what is appended again there is dirty; a cleaning that was running when the
+    truncation came checkpoints no higher than the new end."""
+    log = Log(tmp_path / "topic-0", LogConfig.from_props(COMPACT), clock=clock)
+    key = ("topic", 0)
+    truncate_at: list[int] = []
+
+    def on_step(step: str) -> None:  # truncates in the middle of the second cleaning
+        if step == "swapped" and truncate_at:
+            log.truncate_to(truncate_at.pop())
+
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=10), lambda: {key: (tmp_path, log)}, clock,
+                         on_step=on_step, isolated=False)
+    log.on_truncation = functools.partial(cleaner.on_truncation, key)
+    checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_CHECKPOINT)
+    try:
+        fill(log, clock, rounds=10, keys=5)
+        assert cleaner.clean_filthiest_log()
+        cleaned_to = checkpoint.read()[key]
+        assert cleaned_to == log.active_segment.base_offset == 50
+        # Truncated below the checkpoint, then the same keys written again past it.
+        assert log.truncate_to(30)
+        fill(log, clock, rounds=10, keys=5)
+        assert log.log_end_offset > cleaned_to
+        assert cleaner.clean_filthiest_log()
+        # Everything from 30 on was dirty: one record per key remains below the active segment.
+        assert checkpoint.read()[key] == log.active_segment.base_offset
+        assert len(read_records(log)) == 5
+        # A truncation during a cleaning (after its first swap): its checkpoint stops there.
+        fill(log, clock, rounds=10, keys=5)
+        truncate_at.append(log.log_end_offset - 20)
+        cleaner.clean_filthiest_log()
+        assert checkpoint.read()[key] <= log.log_end_offset
+    finally:
+        cleaner.shutdown()
+        log.close()
+
+
+def test_the_log_manager_reports_truncations_to_its_cleaner(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig.from_props({"segment.bytes": 2048}),
+                         cleaner_config=CleanerConfig(backoff_ms=600_000))
+    try:
+        log = manager.get_or_create_log("table", 0)
+        assert manager.cleaner is not None
+        assert log.on_truncation is not None
+        for key in (b"a", b"b"):
+            log.append_as_leader(batch([(key, b"1")], log.clock()), 0)
+        manager.cleaner.update_checkpoint(tmp_path, ("table", 0), 2)
+        assert log.truncate_to(1)
+        manager.cleaner.apply_truncations()
+        assert OffsetCheckpointFile(tmp_path / CLEANER_CHECKPOINT).read() == {("table", 0): 1}
+    finally:
+        manager.close()
+
+
+def test_run_time_thread_count_changes_are_bounded_as_kafka(tmp_path: Path,
+                                                            clock: FakeClock) -> None:
+    assert thread_count_error(2, 1) is None and thread_count_error(2, 4) is None
+    assert thread_count_error(0, 1) == "Log cleaner threads should be at least 1"
+    assert "more than double the current value 2" in thread_count_error(5, 2)
+    assert "less than half the current value 5" in thread_count_error(1, 5)
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=600_000), dict, clock, isolated=False)
+    try:
+        cleaner.reconfigure(CleanerConfig(num_threads=8, backoff_ms=100))
+        # The thread count is refused, the rest applied.
+        assert cleaner.config == CleanerConfig(num_threads=1, backoff_ms=100)
+        cleaner.reconfigure(CleanerConfig(num_threads=2, backoff_ms=100))
+        assert cleaner.config.num_threads == 2
+    finally:
+        cleaner.shutdown()

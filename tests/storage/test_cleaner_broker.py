@@ -4,12 +4,13 @@ confluent-kafka, and __consumer_offsets kept small under repeated commits of one
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, log_bytes, wait_until
+from broker_process import BrokerProcess, commit_repeatedly, log_bytes, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -129,3 +130,82 @@ def test_log_cleaner_settings_change_at_run_time(tmp_path: Path) -> None:
         assert entry.source == confluent_kafka.admin.ConfigSource.DYNAMIC_BROKER_CONFIG.value
     finally:
         broker.stop()
+
+
+def cleaner_processes(parent_pid: int | None = None) -> list[int]:
+    """Live cleaner child processes (of `parent_pid`, or any), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if b"odradek.storage.cleaner_process" in cmdline and state != "Z" \
+                and (parent_pid is None or int(ppid) == parent_pid):
+            found.append(int(entry.name))
+    return found
+
+
+def test_cleaner_process_ends_with_the_broker_killed_or_stopped(tmp_path: Path) -> None:
+    """The cleaning runs in a child process: a kill -9 of the broker in the middle of a
+    cleaning (paused at a step) leaves no orphan, and a clean shutdown ends it promptly."""
+    from odradek.storage.cleaner import STEP_PAUSE_ENV
+
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100"},
+                           env={STEP_PAUSE_ENV: "3000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("paused", 1, 1, config={
+            "cleanup.policy": "compact", "segment.bytes": "8192",
+            "min.cleanable.dirty.ratio": "0.01"})])["paused"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "batch.size": 2048})
+        for number in range(2000):
+            producer.produce("paused", b"value-%d" % number, b"key-%d" % (number % 20))
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        wait_until(lambda: "cleaner step map_built" in broker.log_path.read_text(), 60,
+                   message="a cleaning paused in the child (offset map built)")
+        children = cleaner_processes(broker.proc.pid)
+        assert len(children) == 1, children
+        broker.kill()
+        wait_until(lambda: children[0] not in cleaner_processes(), 5,
+                   message="the orphaned cleaner process to exit")
+
+        del broker.env[STEP_PAUSE_ENV]
+        broker.start()
+        wait_until(lambda: "cleaned Log(paused-0" in broker.log_path.read_text(), 60,
+                   message="a cleaning after the restart")
+        children = cleaner_processes(broker.proc.pid)
+        assert len(children) == 1, children
+        started = time.monotonic()
+        assert broker.stop() == 0
+        assert children[0] not in cleaner_processes()
+        print(f"broker stopped in {time.monotonic() - started:.2f}s, cleaner child gone")
+    finally:
+        broker.kill()
+
+
+def test_consumer_offsets_stays_bounded_under_10k_commits_of_one_group(tmp_path: Path
+                                                                       ) -> None:
+    """One group committing 10,000 times (asynchronously, as fast as the broker takes them):
+    `__consumer_offsets` is compacted as it grows and ends a few segments long.
+    (`python -m bench cleaner` does the same with 100,000 commits and reports the sizes.)"""
+    segment_bytes = 16384
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100",
+                                      "offsets.topic.num.partitions": "1",
+                                      "offsets.topic.segment.bytes": str(segment_bytes)}).start()
+    try:
+        report = commit_repeatedly(broker, 10_000, segment_bytes)
+        print(f"__consumer_offsets-0 under 10k commits: {report}")
+        # Uncompacted, the commits take about 70 segments; the cleaner keeps it a few.
+        assert report["written_bytes"] > 40 * segment_bytes
+        assert report["largest_bytes"] < report["written_bytes"] / 3
+        assert report["final_bytes"] < 4 * segment_bytes
+    finally:
+        broker.stop()
+

@@ -1,4 +1,4 @@
-"""The cleaner's offset map: an open-addressing table whose memory is the configured budget."""
+"""The cleaner's offset map: the latest offset per key, within its memory budget."""
 
 from __future__ import annotations
 
@@ -6,66 +6,82 @@ import resource
 
 import pytest
 
-from odradek.storage.offset_map import BYTES_PER_ENTRY, OffsetMap
+from odradek.storage.offset_map import ENTRY_OVERHEAD, OffsetMap
 
 
-def test_latest_offset_per_key_with_collisions_and_wraparound() -> None:
-    offset_map = OffsetMap(BYTES_PER_ENTRY * 64, load_factor=1.0)
-    assert offset_map.slots == 64 and offset_map.max_entries == 64
+def test_latest_offset_per_key_batch_and_one_by_one() -> None:
+    offset_map = OffsetMap(10_000_000)
     keys = [b"key-%d" % number for number in range(64)]
-    for round_number in range(3):  # updates of 60 keys, then 4 more fill every slot
-        assert not offset_map.put_all((key, round_number * 100 + index)
-                                      for index, key in enumerate(keys[:60]))
+    for round_number in range(3):  # updates of 60 keys, batch-wise and one by one
+        offsets = [round_number * 100 + index for index in range(60)]
+        if round_number == 1:
+            assert not offset_map.put_all(zip(keys[:60], offsets))
+        else:
+            assert not offset_map.put_batch(keys[:60], offsets, sum(map(len, keys[:60])))
     assert not offset_map.put_all((key, 300 + index) for index, key in enumerate(keys[60:]))
-    assert len(offset_map) == 64 and offset_map.is_full
+    assert len(offset_map) == 64
     assert offset_map.get_many(keys) == [200 + index for index in range(60)] + [300, 301, 302,
                                                                                    303]
-    assert offset_map.get(b"absent") == -1  # a full table: the probe stops after every slot
+    assert offset_map.get(b"absent") == -1
     assert offset_map.get_many([None, keys[3]]) == [-1, 203]
     assert offset_map.latest_offset == 303
-    assert offset_map.collision_rate > 0  # 64 keys in 64 slots must collide
-    with pytest.raises(OverflowError):  # as Kafka's put: no put at all on a full map
-        offset_map.put(keys[0], 1000)
-    assert offset_map.get(keys[0]) == 200
+    # Offsets 200..259 and 300..303 are the latest of their key; 0..199 are superseded.
+    assert offset_map.live_count(0, 199) == 0
+    assert offset_map.live_count(200, 259) == 60
+    assert offset_map.live_count(250, 301) == 12
+    offset_map.put(keys[0], 1000)  # the sorted live offsets follow a later put
+    assert offset_map.live_count(200, 200) == 0 and offset_map.live_count(1000, 1000) == 1
     offset_map.clear()
     assert len(offset_map) == 0 and offset_map.latest_offset == -1
-    assert offset_map.get(keys[0]) == -1
+    assert offset_map.get(keys[0]) == -1 and offset_map.used_bytes == 0
 
 
-def test_capacity_and_load_factor_as_kafka() -> None:
-    offset_map = OffsetMap(1000 * BYTES_PER_ENTRY + 7, load_factor=0.9)
-    assert offset_map.slots == 1000 and offset_map.max_entries == 900
-    assert offset_map.memory == 24_000
-    keys = [b"k%d" % number for number in range(1000)]
+def test_budget_and_load_factor_bound_the_entries() -> None:
+    per_key = ENTRY_OVERHEAD + len(b"k0000")
+    offset_map = OffsetMap(1000 * per_key, load_factor=0.9)
+    keys = [b"k%04d" % number for number in range(1000)]
     # put_all stops before the entry that would pass the bound and says so.
     assert offset_map.put_all((key, number) for number, key in enumerate(keys))
     assert len(offset_map) == 900 and offset_map.latest_offset == 899
     assert offset_map.get(keys[899]) == 899 and offset_map.get(keys[900]) == -1
-    assert offset_map.utilization == 0.9
-    # Offset 0 is a real offset (slots store offset + 1: zero means empty).
+    assert offset_map.is_full and offset_map.utilization == pytest.approx(0.9)
+    # Updates of known keys cost nothing, even on a full map.
+    assert not offset_map.put_all([(keys[0], 2000)])
+    assert offset_map.get(keys[0]) == 2000
+    with pytest.raises(OverflowError):  # as Kafka's put: a new key on a full map
+        offset_map.put(b"k-new", 3000)
+    # A batch that might not fit goes key by key, to exactly the same bound.
+    offset_map.clear()
+    assert not offset_map.put_batch(keys[:800], list(range(800)), 5 * 800)
+    assert offset_map.put_batch(keys[800:], list(range(800, 1000)), 5 * 200)
+    assert len(offset_map) == 900 and offset_map.latest_offset == 899
+    # Offset 0 is a real offset.
     offset_map.clear()
     offset_map.put(b"zero", 0)
     assert offset_map.get(b"zero") == 0
 
 
-def test_memory_is_the_budget_not_per_entry_objects() -> None:
-    """500k keys in a 24 MB map: the process grows by about the budget (the dict version
-    took over 100 bytes per entry on top, 60+ MB here)."""
+def test_memory_stays_within_the_budget() -> None:
+    """Filling a 24 MB map grows the process by at most about the budget."""
     def rss_kib() -> int:
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * resource.getpagesize() // 1024
 
-    budget = 1_000_000 * BYTES_PER_ENTRY
+    budget = 24_000_000
+    keys = [b"key-%08d" % number for number in range(300_000)]  # made before measuring
     before = rss_kib()
     offset_map = OffsetMap(budget, load_factor=0.9)
-    for start in range(0, 500_000, 10_000):
-        offset_map.put_all((b"key-%d" % number, number) for number in range(start, start + 10_000))
+    full = False
+    for start in range(0, len(keys), 200):
+        batch = keys[start:start + 200]
+        if offset_map.put_batch([bytes(key) for key in batch],
+                                list(range(start, start + len(batch))), 12 * len(batch)):
+            full = True
+            break
+    offset_map.live_count(0, 10)  # with its sorted live offsets
     grown_kib = rss_kib() - before
-    assert len(offset_map) == 500_000
-    assert grown_kib < budget / 1024 + 8 * 1024, f"grew {grown_kib} KiB for a {budget} B map"
-    assert offset_map.get(b"key-123456") == 123456
-    # A map over a few keys touches only their pages: lazily zero anonymous memory.
-    small_before = rss_kib()
-    big = OffsetMap(128 * 1024 * 1024)
-    big.put_all((b"key-%d" % number, number) for number in range(100))
-    assert rss_kib() - small_before < 8 * 1024
+    assert full and len(offset_map) > 100_000
+    assert offset_map.used_bytes <= budget * 0.9
+    assert grown_kib < budget / 1024 + 4 * 1024, f"grew {grown_kib} KiB for a {budget} B map"
+    assert offset_map.get(b"key-%08d" % 12345) == 12345
+

@@ -36,7 +36,9 @@ go on meanwhile (they only touch the active segment), and the swap takes the loc
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
+import operator
 import os
 import threading
 import time
@@ -54,6 +56,7 @@ from odradek.protocol.records import (
     RecordBatchBuilder,
     TimestampType,
     decode_control_key,
+    decode_keys,
     decode_records,
     write_crc,
 )
@@ -99,14 +102,30 @@ class CleanerConfig:
                    enable_cleaner=bool(get("log.cleaner.enable")))
 
 
+def thread_count_error(new: int, current: int) -> str | None:
+    """Why `log.cleaner.threads` may not change from `current` to `new` at run time (Kafka's
+    LogCleaner.validateReconfiguration: at least 1, at most halved or doubled), or None."""
+    if new < 1:
+        return "Log cleaner threads should be at least 1"
+    if new < current // 2:
+        return f"Log cleaner threads cannot be reduced to less than half the current value " \
+            f"{current}"
+    if new > current * 2:
+        return f"Log cleaner threads cannot be increased to more than double the current " \
+            f"value {current}"
+    return None
+
+
 class Throttler:
     """Sleeps so the bytes reported stay under `rate` bytes/second (Kafka's Throttler: the
     rate is checked every `check_interval_ms`)."""
 
     def __init__(self, rate: float, check_interval_ms: int = 300,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, *,
+                 yield_gil: bool = True) -> None:
         self.rate = rate
+        self.yield_gil = yield_gil
         self.check_interval_s = check_interval_ms / 1000
         self._clock = clock
         self._sleep = sleep
@@ -118,7 +137,9 @@ class Throttler:
         # Called once a batch: the cleaner's Python work holds the GIL, and a thread waking
         # from I/O (the broker's network loop) would wait for the interpreter's switch
         # interval (5 ms) each time; yielding here bounds that wait to one batch's work.
-        self._sleep(0)
+        # (Not in a cleaner process: no other thread there to yield to.)
+        if self.yield_gil:
+            self._sleep(0)
         if self.rate >= _DOUBLE_MAX:
             return
         with self._lock:
@@ -257,11 +278,18 @@ class Cleaner:
         memory = self.config.dedupe_buffer_size // max(self.config.num_threads, 1)
         self.offset_map = OffsetMap(memory, self.config.dedupe_buffer_load_factor)
         self.throttler = throttler or Throttler(self.config.max_io_bytes_per_second)
+        # Of the cleaning in progress: where the offset map starts (every keyed record from
+        # there to its end is in it) and which mapped batches hold tombstones.
+        self._map_start = 0
+        self._tombstone_batches: set[int] = set()
         # Test hook: called with "started", "map_built" (the offset map of a cleaning is complete),
         # "segment" (one source segment rewritten into the group's output), "cleaned" (a
         # group's output written and flushed), "swap", "old_deleted", "swapped" (see
         # Log.replace_segments).
         self.on_step = on_step
+
+    def close(self) -> None:
+        """Nothing to release (`ProcessCleaner.close` ends its child)."""
 
     def _step(self, name: str) -> None:
         if self.on_step is not None:
@@ -293,6 +321,8 @@ class Cleaner:
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
         offset_map.clear()
+        self._tombstone_batches.clear()
+        self._map_start = start
         segments = [s for s in log.log_segments()
                     if s.base_offset < end and s is not log.active_segment]
         segments = [s for i, s in enumerate(segments)
@@ -320,12 +350,19 @@ class Cleaner:
             if header.is_control:
                 transactions.on_control_batch_read(header, _control_type(view, header))
             elif not transactions.on_batch_read(header):
-                records = decode_records(view, 0, header)
-                stats.map_messages_read += len(records)
-                # One call per batch: the map's probing loop runs with its state in locals.
-                if offset_map.put_all([(record[2], record[0]) for record in records
-                                       if record[2] is not None and record[0] >= start]):
+                found = decode_keys(view, 0, header)
+                stats.map_messages_read += len(found.keys)
+                if header.base_offset < start or found.null_keys:
+                    # Rare: a batch across the first dirty offset, or records without a key.
+                    full = offset_map.put_all([
+                        (key, offset) for key, offset in zip(found.keys, found.offsets)
+                        if key is not None and offset >= start])
+                else:  # the common case: no Python loop over the records
+                    full = offset_map.put_batch(found.keys, found.offsets, found.key_bytes)
+                if full:
                     return True
+                if found.null_values:
+                    self._tombstone_batches.add(header.base_offset)
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
         return False
@@ -408,13 +445,14 @@ class Cleaner:
         batches: list[tuple[int, BatchHeader]] = []
         written = 0
 
-        def emit(data: bytes | memoryview) -> None:
+        def emit(data: bytes | memoryview, header: BatchHeader | None = None) -> None:
             nonlocal written
-            header = BatchHeader.parse(data)
+            header = header or BatchHeader.parse(data)
             out.append(data)
             batches.append((written, header))
             written += header.size
 
+        map_start, mapped_until = self._map_start, offset_map.latest_offset
         for _position, header, view in source.iter_valid_batches(source.size):
             self.throttler.maybe_throttle(header.size)
             stats.bytes_read += header.size
@@ -434,6 +472,28 @@ class Cleaner:
                                     if last_data_offset is not None
                                     else header.is_control and header.producer_epoch == epoch)
             retain_empty = last_of_producer or header.next_offset == upper_bound_offset
+            if not header.is_control and not discard_records:
+                # Most batches are dropped or kept whole: decided from the keys at most, the
+                # batch copied with its bytes unchanged. A batch with tombstones (their delete
+                # horizon decides) or keyless records, or partly kept, is rewritten below.
+                if header.base_offset >= map_start and header.last_offset <= mapped_until:
+                    # Every record of the batch is in the map: the offsets that are still the
+                    # latest of their key decide, without even reading the keys.
+                    live = offset_map.live_count(header.base_offset, header.last_offset)
+                    tombstones = header.base_offset in self._tombstone_batches
+                else:  # the clean section (or past the map): a record stays unless its key
+                    # has a later offset in the map
+                    found = decode_keys(view, 0, header)
+                    live = sum(map(operator.ge, found.offsets, offset_map.get_many(found.keys)))
+                    tombstones = found.null_values or found.null_keys
+                if live == 0:
+                    if retain_empty:
+                        emit(_empty_batch(header))
+                    continue
+                if live == header.records_count and not tombstones:
+                    emit(view, header)
+                    stats.messages_written += live
+                    continue
             records = decode_records(view, 0, header)
             if discard_records:
                 kept: list[Any] = []
@@ -582,8 +642,11 @@ class LogCleaner:
     def __init__(self, config: CleanerConfig,
                  logs: Callable[[], Mapping[tuple[str, int], tuple[Path, Log]]],
                  clock: Callable[[], int], *, on_step: Callable[[str], None] | None = None,
-                 throttler: Throttler | None = None) -> None:
+                 throttler: Throttler | None = None, isolated: bool = True) -> None:
         self.config = config
+        # The threads clean in child processes (`cleaner_process`), off this interpreter.
+        self.isolated = isolated
+        self._cleaners: dict[int, Any] = {}  # thread number -> its Cleaner/ProcessCleaner
         self._logs = logs
         self.clock = clock
         self._lock = threading.Lock()
@@ -591,6 +654,10 @@ class LogCleaner:
         self._uncleanable: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._wakeup = threading.Event()
+        # Truncations not yet applied to the checkpoints (key -> lowest new log end): recorded
+        # under a lock of their own, as `Log` reports them under its lock.
+        self._truncation_lock = threading.Lock()
+        self._truncations: dict[tuple[str, int], int] = {}
         self._threads: list[threading.Thread] = []
         # One throttler for all threads, as Kafka shares it.
         self.throttler = throttler or Throttler(config.max_io_bytes_per_second)
@@ -612,7 +679,8 @@ class LogCleaner:
                 logger.warning("ignoring cleaner checkpoint of %s: %s", directory, error)
         return result
 
-    def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int) -> None:
+    def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int, *,
+                          lower_only: bool = False) -> None:
         with self._lock:
             live = {k for k, (d, _) in self._logs().items() if d == directory}
             checkpoint = self._checkpoint(directory)
@@ -621,8 +689,38 @@ class LogCleaner:
             except (ValueError, OSError):
                 current = {}
             current = {k: v for k, v in current.items() if k in live}
+            if lower_only and current.get(key, -1) <= offset:
+                return
             current[key] = offset
             checkpoint.write(current)
+
+    # -- truncation (Kafka's abortAndPauseCleaning + maybeTruncateCheckpoint) ----------------
+    def on_truncation(self, key: tuple[str, int], new_end_offset: int) -> None:
+        """A log was truncated to `new_end_offset` (its `Log.on_truncation`): the checkpoint
+        must not stay above it, or records appended again below it would count as clean.
+        A cleaning in progress of that log cannot swap segments the truncation removed, and
+        its end offset is lowered too before it is checkpointed."""
+        with self._truncation_lock:
+            previous = self._truncations.get(key)
+            self._truncations[key] = new_end_offset if previous is None \
+                else min(previous, new_end_offset)
+
+    def _take_truncation(self, key: tuple[str, int]) -> int | None:
+        with self._truncation_lock:
+            return self._truncations.pop(key, None)
+
+    def apply_truncations(self) -> None:
+        """Lowers the checkpoints of the logs truncated since (not those being cleaned: their
+        cleaning applies it when it ends)."""
+        with self._truncation_lock:
+            if not self._truncations:
+                return
+        for key, (directory, _log) in self._logs().items():
+            if self.is_cleaning(key):
+                continue
+            offset = self._take_truncation(key)
+            if offset is not None:
+                self.update_checkpoint(directory, key, offset, lower_only=True)
 
     # -- selection -------------------------------------------------------------------------
     def grab_filthiest_log(self, now_ms: int) -> LogToClean | None:
@@ -649,6 +747,7 @@ class LogCleaner:
     def clean_filthiest_log(self, cleaner: Cleaner | None = None) -> bool:
         """Cleans the dirtiest cleanable log, if any; returns whether one was cleaned."""
         now = self.clock()
+        self.apply_truncations()
         candidate = self.grab_filthiest_log(now)
         if candidate is None:
             return False
@@ -661,6 +760,9 @@ class LogCleaner:
             size_before = log.size_in_bytes
             end_offset = cleaner.clean(log, candidate.first_dirty_offset,
                                        candidate.first_uncleanable_offset, now, stats)
+            truncated = self._take_truncation(candidate.key)
+            if truncated is not None:  # meanwhile: what was cleaned above it is gone
+                end_offset = min(end_offset, truncated)
             entry = self._logs().get(candidate.key)
             if entry is not None and entry[1] is log:
                 self.update_checkpoint(entry[0], candidate.key, end_offset)
@@ -704,6 +806,13 @@ class LogCleaner:
         map when its next cleaning starts (size, load factor), the thread count by starting
         threads or letting the extra ones end after their cleaning in progress."""
         with self._lock:
+            refused = thread_count_error(config.num_threads, self.config.num_threads)
+            if refused is not None:
+                # As Kafka's broker applying a dynamic config its validateReconfiguration
+                # refuses: logged, and the rest of the change applied.
+                logger.error("log.cleaner.threads=%d not applied: %s", config.num_threads,
+                             refused)
+                config = dataclasses.replace(config, num_threads=self.config.num_threads)
             if config == self.config or self._stop.is_set():
                 return
             logger.info("log cleaner reconfigured: %s", config)
@@ -713,15 +822,47 @@ class LogCleaner:
             self._start_threads()
         self._wakeup.set()
 
+    def _new_cleaner(self, number: int, config: CleanerConfig) -> Any:
+        if self.isolated:
+            from odradek.storage.cleaner_process import ProcessCleaner  # (imports this module)
+
+            cleaner: Any = ProcessCleaner(config, throttler=self.throttler,
+                                          on_step=self._on_step)
+        else:
+            cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+        with self._lock:
+            previous = self._cleaners.pop(number, None)
+            if self._stop.is_set():
+                cleaner.close()
+                raise CleaningAbortedError("the log cleaner is shut down")
+            self._cleaners[number] = cleaner
+        if previous is not None:
+            previous.close()
+        return cleaner
+
     def _run(self, number: int) -> None:
+        try:
+            self._run_cleanings(number)
+        except CleaningAbortedError:
+            pass  # shut down while starting
+        finally:
+            with self._lock:
+                cleaner = self._cleaners.pop(number, None)
+            if cleaner is not None:
+                cleaner.close()
+
+    def _run_cleanings(self, number: int) -> None:
         config = self.config
-        cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+        cleaner = self._new_cleaner(number, config)
         while not self._stop.is_set():
             if self.config is not config:
                 config = self.config
                 if number >= config.num_threads:
                     return  # fewer threads now
-                cleaner = Cleaner(config, throttler=self.throttler, on_step=self._on_step)
+                if self.isolated:
+                    cleaner.config = config  # sent with each job
+                else:
+                    cleaner = self._new_cleaner(number, config)
             try:
                 cleaned = self.clean_filthiest_log(cleaner)
             except Exception:
@@ -740,9 +881,14 @@ class LogCleaner:
             return key in self._in_progress
 
     def shutdown(self) -> None:
+        """Stops the threads; a cleaning in progress in a child process is killed (nothing
+        swapped after that), one in this process finishes its current group first."""
         with self._lock:
             self._stop.set()
             threads, self._threads = self._threads, []
+            cleaners = list(self._cleaners.values())
+        for cleaner in cleaners:
+            cleaner.close()
         self._wakeup.set()
         for thread in threads:
             thread.join()

@@ -231,6 +231,9 @@ class Log:
         self._dir_needs_flush = True  # new segment files' directory entries
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
+        # Called with the new log end offset after a truncation (the log cleaner lowers its
+        # checkpoint, as Kafka's LogManager.truncateTo does); may run under the log's lock.
+        self.on_truncation: Callable[[int], None] | None = None
         self._closed = False
         # After a crash the txn indexes of the recovered segments are rewritten from a replay
         # that starts at or below the first of them (Kafka's recoverSegment).
@@ -870,7 +873,13 @@ class Log:
             self._recovery_point = min(self._recovery_point, new_end)
             self._high_watermark = min(self._high_watermark, new_end)
             self._load_producer_state()
-            return True
+        self._notify_truncation(new_end)
+        return True
+
+    def _notify_truncation(self, new_end: int) -> None:
+        listener = self.on_truncation
+        if listener is not None:
+            listener(new_end)
 
     @_io_guarded
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -889,6 +898,7 @@ class Log:
             self._recovery_point = new_offset
             self._high_watermark = new_offset
             self._dir_needs_flush = True
+        self._notify_truncation(new_offset)
 
     # -- producer state --------------------------------------------------------------------
     def _load_producer_state(self, rebuild_from: int | None = None) -> None:

@@ -16,6 +16,7 @@ file deletion) runs from
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import resource
@@ -147,6 +148,8 @@ class LogManager:
         if cleaner_config is not None and cleaner_config.enable_cleaner \
                 and cleaner_config.num_threads > 0:
             self.cleaner = LogCleaner(cleaner_config, self._logs_with_dirs, self.clock)
+            for key, log in self._logs.items():
+                self._report_truncations(key, log)
             self.cleaner.start()
 
     # -- startup ---------------------------------------------------------------------------
@@ -213,6 +216,10 @@ class LogManager:
             (directory / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
         self.load_seconds = (self.clock() - started) / 1000
 
+    def _report_truncations(self, key: TopicPartition, log: Log) -> None:
+        if self.cleaner is not None:
+            log.on_truncation = functools.partial(self.cleaner.on_truncation, key)
+
     def _logs_with_dirs(self) -> dict[TopicPartition, tuple[Path, Log]]:
         with self._lock:
             return {key: (self._dir_of[key], log) for key, log in self._logs.items()}
@@ -277,6 +284,7 @@ class LogManager:
             self._dirs_to_sync.add(directory)
             self._logs[key] = log
             self._dir_of[key] = directory
+            self._report_truncations(key, log)
             return log
 
     def delete_log(self, topic: str, partition: int) -> bool:

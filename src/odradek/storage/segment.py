@@ -121,7 +121,8 @@ class LogSegment:
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, rolling_jitter_ms: int = 0, created_ms: int = 0,
-                 preallocate_bytes: int = 0, suffix: str = "", active: bool = False) -> None:
+                 preallocate_bytes: int = 0, suffix: str = "", active: bool = False,
+                 must_exist: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -137,6 +138,8 @@ class LogSegment:
         self._file_lock = threading.Lock()
         self._file: BinaryIO | None = None
         exists = self.log_path.exists()
+        if not exists and must_exist:  # (a reader of another process's segment)
+            raise FileNotFoundError(f"no segment file {self.log_path}")
         if not exists:
             with open(self.log_path, "wb") as handle:
                 if preallocate_bytes > 0:

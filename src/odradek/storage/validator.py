@@ -22,7 +22,7 @@ from odradek.protocol.records import (
     MAGIC_V2,
     BatchHeader,
     Compression,
-    decode_records,
+    decode_keys,
     iter_batches,
     patch_base_offset,
     patch_log_append_time,
@@ -159,20 +159,23 @@ def validate_produce_request_records(records: bytes | bytearray | memoryview,
 def _check_keys(records: bytes | bytearray | memoryview, position: int,
                 header: BatchHeader) -> None:
     """A compacted topic's records (Kafka's LogValidator.validateKey): each has a key, and their
-    offset deltas run 0..n-1; records that do not decode are CORRUPT_MESSAGE."""
+    offset deltas run 0..n-1; records whose lengths or keys do not decode are CORRUPT_MESSAGE.
+    Only the keys are read (`decode_keys`: no timestamps, values or headers), about half the
+    cost of decoding whole records on this per-record path."""
     try:
-        fields = decode_records(records, position, header)
+        found = decode_keys(records, position, header)
     except (CorruptRecordError, DecodeError) as exc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
     base = header.base_offset
-    for expected_delta, (offset, _timestamp, key, *_rest) in enumerate(fields):
-        if offset - base != expected_delta:
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"record offset delta {offset - base} where {expected_delta} was "
-                             f"expected in the batch at offset {base}")
-        if key is None:
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             "Compacted topic cannot accept message without key")
+    if found.offsets != list(range(base, base + len(found.offsets))):
+        expected_delta, offset = next((delta, offset) for delta, offset
+                                      in enumerate(found.offsets) if offset - base != delta)
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"record offset delta {offset - base} where {expected_delta} was "
+                         f"expected in the batch at offset {base}")
+    if found.null_keys:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         "Compacted topic cannot accept message without key")
 
 
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:

@@ -48,7 +48,14 @@ from odradek.protocol.records.legacy import (
     legacy_to_v2,
     v2_to_legacy,
 )
-from odradek.protocol.records.record import Record, decode_records, iter_records, records_section
+from odradek.protocol.records.record import (
+    Record,
+    RecordKeys,
+    decode_keys,
+    decode_records,
+    iter_records,
+    records_section,
+)
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -70,6 +77,7 @@ __all__ = [
     "LegacyMessageSetBuilder",
     "Record",
     "RecordBatchBuilder",
+    "RecordKeys",
     "TimestampType",
     "build_batch",
     "build_control_batch",
@@ -78,6 +86,7 @@ __all__ = [
     "compute_crc",
     "decode_control_key",
     "decode_end_txn_marker",
+    "decode_keys",
     "decode_records",
     "decompress",
     "encode_control_key",

@@ -266,6 +266,114 @@ def _decode_records(  # one loop with no calls per record: each call costs
     return records
 
 
+class RecordKeys:
+    """The keys of a batch's records, for the log cleaner (`decode_keys`)."""
+
+    __slots__ = ("key_bytes", "keys", "null_keys", "null_values", "offsets")
+
+    def __init__(self, offsets: list[int], keys: list[bytes | None], key_bytes: int,
+                 null_keys: bool, null_values: bool) -> None:
+        self.offsets = offsets
+        self.keys = keys
+        self.key_bytes = key_bytes  # the keys' total size
+        self.null_keys = null_keys
+        self.null_values = null_values  # a tombstone among the records
+
+
+def decode_keys(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> RecordKeys:
+    """Each record's offset and key, and whether any value is null, checking the records as
+    `decode_records` does (CorruptRecordError) but making no objects for timestamps, values
+    and headers: about half its cost. For the per-record readers that need only keys: a
+    compacted topic's produce validation, the log cleaner's offset map and clean section."""
+    if header is None:
+        header = BatchHeader.parse(buf, pos)
+    data = records_section(buf, pos, header)
+    base_offset = header.base_offset
+    unzigzag = _UNZIGZAG
+    unzigzag2 = _UNZIGZAG_2
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    add_offset, add_key = offsets.append, keys.append
+    key_bytes = 0
+    null_keys = null_values = False
+    size = len(data)
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            byte = data[pos]
+            if byte < 0x80:
+                length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise CorruptRecordError(f"record length {length} is out of range")
+            pos += 1  # attributes
+            while data[pos] >= 0x80:  # the timestamp delta, skipped
+                pos += 1
+            pos += 1
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                offset_delta = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                offset_delta, pos = read_varint(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                key_length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                key_length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                key_length, pos = read_varint(data, pos)
+            if key_length >= 0:
+                pos += key_length
+                add_key(data[pos - key_length : pos])
+                key_bytes += key_length
+            elif key_length == -1:
+                add_key(None)
+                null_keys = True
+            else:
+                raise CorruptRecordError(f"invalid key length {key_length}")
+            byte = data[pos]
+            if byte < 0x80:
+                value_length = unzigzag[byte]
+                pos += 1
+            elif (second := data[pos + 1]) < 0x80:
+                value_length = unzigzag2[byte | second << 8]
+                pos += 2
+            else:
+                value_length, pos = read_varint(data, pos)
+            if value_length >= 0:
+                pos += value_length  # skipped
+            elif value_length == -1:
+                null_values = True
+            else:
+                raise CorruptRecordError(f"invalid value length {value_length}")
+            if data[pos] == 0:
+                pos += 1
+            else:  # checked, not kept
+                _headers, pos = _decode_headers(data, pos, end)
+            if pos != end:
+                raise CorruptRecordError(
+                    f"record declared {length} bytes but its fields use {length + pos - end}")
+            add_offset(base_offset + offset_delta)
+    except (IndexError, DecodeError) as exc:
+        raise CorruptRecordError(f"truncated or invalid record: {exc}") from None
+    if pos != size:
+        raise CorruptRecordError(
+            f"{size - pos} bytes left after the batch's {header.records_count} records")
+    return RecordKeys(offsets, keys, key_bytes, null_keys, null_values)
+
+
 def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list[Header], int]:
     """A record's headers (from its header count at `pos`) and the position after them."""
     header_count, pos = read_varint(data, pos)
