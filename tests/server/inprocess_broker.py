@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 from broker_process import BrokerProcess
 
 from odradek.cli.server_start import build_config, prepare_storage
+from odradek.protocol.errors import ErrorCode
 from odradek.server.broker import Broker
+from odradek.server.replica_manager import FollowerState
 
 T = TypeVar("T")
 
@@ -60,3 +62,30 @@ class InProcessBroker:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout)
         self.loop.close()
+
+    # A simulated follower in a partition's ISR: it holds the high watermark back until it
+    # "fetches" (the delayed produce's tests).
+    SIMULATED_FOLLOWER = 2
+
+    def hold_back_high_watermark(self, topic: str) -> None:
+        """Adds a follower that has fetched nothing to the ISR of `topic`-0."""
+        follower = self.SIMULATED_FOLLOWER
+
+        def hold() -> None:
+            partition = self.broker.replica_manager.partitions[(topic, 0)]
+            partition.replicas = (*partition.replicas, follower)
+            partition.isr = (*partition.isr, follower)
+            partition.followers[follower] = FollowerState(log_end_offset=0)
+        self.call(hold)
+
+    def follower_fetched(self, topic: str, offset: int) -> int:
+        """The simulated follower fetches `topic`-0 from `offset` (so it has everything
+        below); returns the high watermark."""
+        def fetched_up_to() -> int:
+            replica_manager = self.broker.replica_manager
+            result = replica_manager.read_for_follower(
+                topic, 0, self.SIMULATED_FOLLOWER, -1, offset, 0, 1 << 20,
+                current_leader_epoch=-1, min_one_batch=True, last_fetched_epoch=-1)
+            assert result.error == ErrorCode.NONE
+            return replica_manager.partitions[(topic, 0)].log.high_watermark
+        return self.call(fetched_up_to)

@@ -12,9 +12,7 @@ from raw_client import RawClient, fetch_request, fetched, produce_request
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
-from odradek.server.replica_manager import FollowerState
 
-FOLLOWER = 2
 TOPIC = "delayed-produce"
 
 
@@ -25,29 +23,6 @@ def broker(tmp_path):
     broker.stop()
 
 
-def _hold_back_high_watermark(broker: InProcessBroker, topic: str) -> None:
-    """Adds a follower that has fetched nothing to the ISR of `topic`-0."""
-    def hold() -> None:
-        partition = broker.broker.replica_manager.partitions[(topic, 0)]
-        partition.replicas = (*partition.replicas, FOLLOWER)
-        partition.isr = (*partition.isr, FOLLOWER)
-        partition.followers[FOLLOWER] = FollowerState(log_end_offset=0)
-    broker.call(hold)
-
-
-def _follower_fetched(broker: InProcessBroker, topic: str, offset: int) -> int:
-    """The follower fetches from `offset` (so it has everything below); returns the high
-    watermark."""
-    def fetched_up_to() -> int:
-        replica_manager = broker.broker.replica_manager
-        result = replica_manager.read_for_follower(
-            topic, 0, FOLLOWER, -1, offset, 0, 1 << 20, current_leader_epoch=-1,
-            min_one_batch=True, last_fetched_epoch=-1)
-        assert result.error == ErrorCode.NONE
-        return replica_manager.partitions[(topic, 0)].log.high_watermark
-    return broker.call(fetched_up_to)
-
-
 def _batch(*values: bytes) -> bytes:
     return build_batch([(int(time.time() * 1000), None, v) for v in values])
 
@@ -55,7 +30,7 @@ def _batch(*values: bytes) -> bytes:
 def test_acks_all_answers_only_when_the_high_watermark_passes_the_batch(broker):
     with RawClient(broker.host, broker.port) as admin:
         admin.create_topic(TOPIC)
-    _hold_back_high_watermark(broker, TOPIC)
+    broker.hold_back_high_watermark(TOPIC)
     with RawClient(broker.host, broker.port) as waiting, \
             RawClient(broker.host, broker.port) as other:
         corr = waiting.send(0, 9, produce_request(TOPIC, 0, _batch(b"a", b"b", b"c"), acks=-1))
@@ -69,9 +44,9 @@ def test_acks_all_answers_only_when_the_high_watermark_passes_the_batch(broker):
         assert acks1.responses[0].partition_responses[0].base_offset == 3
         # The follower catches up to offset 2 (not past the batch's last offset 2): still no
         # answer; then past it: answered with the batch's offset.
-        assert _follower_fetched(broker, TOPIC, 2) == 2
+        assert broker.follower_fetched(TOPIC, 2) == 2
         assert waiting.no_answer_within(0.3)
-        assert _follower_fetched(broker, TOPIC, 3) == 3
+        assert broker.follower_fetched(TOPIC, 3) == 3
         got, response = waiting.receive(0, 9)
         assert got == corr
         answer = response.responses[0].partition_responses[0]
@@ -83,7 +58,7 @@ def test_acks_all_answers_only_when_the_high_watermark_passes_the_batch(broker):
 def test_acks_all_times_out_when_the_high_watermark_stays_behind(broker):
     with RawClient(broker.host, broker.port) as client:
         client.create_topic(TOPIC)
-        _hold_back_high_watermark(broker, TOPIC)
+        broker.hold_back_high_watermark(TOPIC)
         request = produce_request(TOPIC, 0, _batch(b"x"), acks=-1)
         request.timeout_ms = 200
         started = time.monotonic()
@@ -93,7 +68,7 @@ def test_acks_all_times_out_when_the_high_watermark_stays_behind(broker):
         assert time.monotonic() - started >= 0.19
         # The record stays in the log (Kafka's semantics: the client retries, idempotence
         # dedupes); it becomes visible when the follower catches up.
-        assert _follower_fetched(broker, TOPIC, 1) == 1
+        assert broker.follower_fetched(TOPIC, 1) == 1
 
 
 def test_acks_all_is_answered_at_once_with_only_the_leader_in_the_isr(broker):
