@@ -206,7 +206,7 @@ HEADER = ("| rate (msg/s) | acks | size (B) | achieved (msg/s) | ack p50 | ack p
 def _method(seconds: float, how: str) -> str:
     return (f"Method: `{how}`. One broker (`BrokerProcess`, embedded defaults) started for the "
             "run; for each case a fresh 1-partition topic, a confluent-kafka consumer in its "
-            "own process reading from the end, and a confluent-kafka producer sending one "
+            "own process reading it as it grows, and a confluent-kafka producer sending one "
             f"record every 1/rate s for {seconds:g} s (librdkafka defaults: linger.ms=5). "
             "Latencies in ms: `ack` is send to delivery callback (what "
             "kafka-producer-perf-test.sh reports), `e2e` is send to the consumer's receipt "
