@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -74,8 +75,8 @@ def test_every_broker_tool_takes_the_security_settings(secure_broker, tmp_path):
     bootstrap = secure_broker.address("SASL_SSL")
     topic = f"tools-all-{uuid.uuid4().hex[:8]}"
     offsets_json = tmp_path / "offsets.json"
-    offsets_json.write_text(
-        '{"version": 1, "partitions": [{"topic": "%s", "partition": 0, "offset": 1}]}' % topic)
+    offsets_json.write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 1}]}))
     server = ("--bootstrap-server", bootstrap)
     steps = [
         ("topics", *server, "--command-config", config, "--create", "--topic", topic,
