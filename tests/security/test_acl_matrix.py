@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,6 +282,22 @@ async def _answers(connection: Connection, case: str) -> dict[str, int]:
         group_id=f"{case}-cg", member_id="", member_epoch=0, rebalance_timeout_ms=30000,
         subscribed_topic_names=[topic], topic_partitions=[]), api_version=0)
     out["consumer_group_heartbeat"] = joined_kip848.error_code
+    cg_described = await connection.send(m.ConsumerGroupDescribeRequest(
+        group_ids=[f"{case}-cg"], include_authorized_operations=True), api_version=0)
+    out["consumer_group_describe"] = cg_described.groups[0].error_code
+    partitions_described = await connection.send(m.DescribeTopicPartitionsRequest(
+        topics=[m.DescribeTopicPartitionsRequest.TopicRequest(name=topic)],
+        response_partition_limit=100), api_version=0)
+    out["describe_topic_partitions"] = partitions_described.topics[0].error_code
+    OD = m.OffsetDeleteRequest
+    offsets_deleted = await connection.send(OD(group_id=group, topics=[OD.OffsetDeleteRequestTopic(
+        name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=0)])]),
+        api_version=0)
+    out["offset_delete"] = offsets_deleted.error_code or \
+        offsets_deleted.topics[0].partitions[0].error_code
+    groups_deleted = await connection.send(m.DeleteGroupsRequest(
+        groups_names=[f"{case}-never-g"]), api_version=2)
+    out["delete_groups"] = groups_deleted.results[0].error_code
     return out
 
 
@@ -311,6 +328,11 @@ EXPECTED = {
     "heartbeat": (ErrorCode.UNKNOWN_MEMBER_ID, GROUP_DENIED),
     "describe_producers": (ErrorCode.NONE, TOPIC_DENIED),
     "consumer_group_heartbeat": (ErrorCode.NONE, GROUP_DENIED),
+    "consumer_group_describe": (ErrorCode.NONE, GROUP_DENIED),
+    "describe_topic_partitions": (ErrorCode.NONE, TOPIC_DENIED),
+    # DELETE on the group, then READ on each topic
+    "offset_delete": (ErrorCode.NONE, GROUP_DENIED),
+    "delete_groups": (ErrorCode.GROUP_ID_NOT_FOUND, GROUP_DENIED),
 }
 
 
@@ -482,6 +504,83 @@ def test_acl_admin_apis_with_confluent_kafka(acl_broker):
         assert len(next(iter(deleted.values())).result(30)) == 1
 
 
+def test_create_and_delete_acls_validation_as_kafka(acl_broker):
+    """Each invalid creation fails alone with INVALID_REQUEST and Kafka's message (AclApis'
+    checks, then AclControlManager.validateNewAcl's); the valid one in the same request is
+    created. A DeleteAcls filter with an unknown element: INVALID_REQUEST."""
+    C = m.CreateAclsRequest.AclCreation
+    topic, group, cluster = int(Rt.TOPIC), int(Rt.GROUP), int(Rt.CLUSTER)
+    literal, prefixed, match = 3, 4, 2
+    read, any_operation = 3, 1
+    allow, deny, any_permission = 3, 2, 1
+    creations = {
+        "valid": C(resource_type=topic, resource_name="allowed-v", resource_pattern_type=literal,
+                   principal="User:bob", host="*", operation=read, permission_type=allow),
+        "principal without a type": C(resource_type=topic, resource_name="x",
+                                      resource_pattern_type=literal, principal="bob",
+                                      host="*", operation=read, permission_type=allow),
+        "resource type ANY": C(resource_type=1, resource_name="x",
+                               resource_pattern_type=literal, principal="User:bob", host="*",
+                               operation=read, permission_type=allow),
+        "unknown resource type": C(resource_type=42, resource_name="x",
+                                   resource_pattern_type=literal, principal="User:bob",
+                                   host="*", operation=read, permission_type=allow),
+        "pattern MATCH": C(resource_type=group, resource_name="x", resource_pattern_type=match,
+                           principal="User:bob", host="*", operation=read,
+                           permission_type=deny),
+        "operation ANY": C(resource_type=topic, resource_name="x",
+                           resource_pattern_type=prefixed, principal="User:bob", host="*",
+                           operation=any_operation, permission_type=allow),
+        "permission ANY": C(resource_type=topic, resource_name="x",
+                            resource_pattern_type=literal, principal="User:bob", host="*",
+                            operation=read, permission_type=any_permission),
+        "cluster named otherwise": C(resource_type=cluster, resource_name="my-cluster",
+                                     resource_pattern_type=literal, principal="User:bob",
+                                     host="*", operation=read, permission_type=allow),
+        "empty name": C(resource_type=topic, resource_name="", resource_pattern_type=literal,
+                        principal="User:bob", host="*", operation=read, permission_type=allow),
+    }
+
+    async def create(connection: Connection):
+        response = await connection.send(m.CreateAclsRequest(creations=list(creations.values())),
+                                          api_version=3)
+        return {name: (ErrorCode.from_code(r.error_code).name, r.error_message)
+                for name, r in zip(creations, response.results, strict=True)}
+
+    invalid = "INVALID_REQUEST"
+    assert run_as(acl_broker, "admin", create) == {
+        "valid": ("NONE", None),
+        "principal without a type": (invalid, ("Could not parse principal from `bob` (no colon "
+                                     "is present separating the principal type from the "
+                                     "principal name)")),
+        "resource type ANY": (invalid, "Invalid resourceType ANY"),
+        "unknown resource type": (invalid, "Invalid resourceType UNKNOWN"),
+        "pattern MATCH": (invalid, "Invalid patternType MATCH"),
+        "operation ANY": (invalid, "Invalid operation ANY"),
+        "permission ANY": (invalid, "Invalid permissionType ANY"),
+        "cluster named otherwise": (invalid, ("The only valid name for the CLUSTER resource is "
+                                    "kafka-cluster")),
+        "empty name": (invalid, "Invalid empty resource name"),
+    }
+    F = m.DeleteAclsRequest.DeleteAclsFilter
+
+    async def delete(connection: Connection):
+        response = await connection.send(m.DeleteAclsRequest(filters=[
+            F(resource_type_filter=42, resource_name_filter=None, pattern_type_filter=literal,
+              principal_filter=None, host_filter=None, operation=read, permission_type=allow),
+            F(resource_type_filter=topic, resource_name_filter=None, pattern_type_filter=literal,
+              principal_filter=None, host_filter=None, operation=77, permission_type=allow),
+            F(resource_type_filter=topic, resource_name_filter="allowed-v",
+              pattern_type_filter=literal, principal_filter="User:bob", host_filter=None,
+              operation=any_operation, permission_type=any_permission)]), api_version=3)
+        return [(ErrorCode.from_code(r.error_code).name, r.error_message,
+                 [a.resource_name for a in r.matching_acls]) for r in response.filter_results]
+
+    assert run_as(acl_broker, "admin", delete) == [
+        (invalid, "Unknown patternFilter.", []), (invalid, "Unknown entryFilter.", []),
+        ("NONE", None, ["allowed-v"])]
+
+
 def test_delete_topics_needs_describe_then_delete(acl_broker):
     """Kafka's ControllerApis order: without DESCRIBE a topic is refused whether it exists or
     not; with DESCRIBE only, a missing topic is UNKNOWN_TOPIC_OR_PARTITION and an existing one
@@ -635,6 +734,179 @@ def test_idempotent_producer_needs_idempotent_write_or_write_on_some_topic(acl_b
     assert run_as(acl_broker, "alice", init) == ErrorCode.NONE  # WRITE on allowed-*
     assert run_as(acl_broker, "mallory", init) == (
         ErrorCode.NONE if acl_broker.allow_everyone else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+async def _once_coordinator_ready(send, error_of) -> m.Message:
+    """`send()`'s answer, sent again while the coordinator loads (bounded)."""
+    deadline = time.monotonic() + 30
+    while True:
+        response = await send()
+        if error_of(response) not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+            return response
+        await asyncio.sleep(0.1)
+
+
+def test_listings_show_only_what_the_principal_may_describe(acl_broker):
+    """ListGroups, ListTransactions and DescribeTopicPartitions (all topics) leave out what the
+    principal may not DESCRIBE (ListGroups: everything with DESCRIBE on the cluster, as bob);
+    DescribeGroups and ConsumerGroupDescribe report the principal's authorized operations."""
+    groups = {f"{case}-lg" for case in CASES}
+    consumer_groups = {f"{case}-lcg" for case in CASES}
+    txn_ids = {f"{case}-lx" for case in CASES}
+
+    async def create(connection: Connection):
+        # the first FindCoordinator creates the internal topics (as Kafka's)
+        for key_type, key in ((0, "allowed-lg"), (1, "allowed-lx")):
+            await connection.send(m.FindCoordinatorRequest(key_type=key_type,
+                                                           coordinator_keys=[key]),
+                                  api_version=4)
+        for group in sorted(groups):
+            committed = await _once_coordinator_ready(
+                lambda group=group: connection.send(_offset_commit(group, "open-t"),
+                                                    api_version=8),
+                lambda r: r.topics[0].partitions[0].error_code)
+            assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+        for group in sorted(consumer_groups):
+            joined = await _once_coordinator_ready(
+                lambda group=group: connection.send(m.ConsumerGroupHeartbeatRequest(
+                    group_id=group, member_id="", member_epoch=0, rebalance_timeout_ms=30000,
+                    subscribed_topic_names=["open-t"], topic_partitions=[]), api_version=0),
+                lambda r: r.error_code)
+            assert joined.error_code == ErrorCode.NONE
+        for txn_id in sorted(txn_ids):
+            init = await _once_coordinator_ready(
+                lambda txn_id=txn_id: connection.send(m.InitProducerIdRequest(
+                    transactional_id=txn_id, transaction_timeout_ms=60000, producer_id=-1,
+                    producer_epoch=-1), api_version=4),
+                lambda r: r.error_code)
+            assert init.error_code == ErrorCode.NONE
+
+    run_as(acl_broker, "admin", create)
+
+    async def listings(connection: Connection):
+        listed = await connection.send(m.ListGroupsRequest(states_filter=[], types_filter=[]),
+                                       api_version=5)
+        txns = await connection.send(m.ListTransactionsRequest(
+            state_filters=[], producer_id_filters=[], duration_filter=-1), api_version=1)
+        partitions = await connection.send(m.DescribeTopicPartitionsRequest(
+            topics=[], response_partition_limit=2000), api_version=0)
+        described = await connection.send(m.DescribeGroupsRequest(
+            groups=sorted(groups), include_authorized_operations=True), api_version=5)
+        cg_described = await connection.send(m.ConsumerGroupDescribeRequest(
+            group_ids=sorted(consumer_groups), include_authorized_operations=True),
+            api_version=0)
+        return {
+            "groups": {g.group_id for g in listed.groups} & (groups | consumer_groups),
+            "transactions": {t.transactional_id for t in txns.transaction_states} & txn_ids,
+            "topics": {t.name for t in partitions.topics} & set(acl_broker.topics),
+            "describe_groups": {g.group_id: (ErrorCode.from_code(g.error_code).name,
+                                             g.authorized_operations)
+                                for g in described.groups},
+            "consumer_group_describe": {g.group_id: (ErrorCode.from_code(g.error_code).name,
+                                                     g.authorized_operations)
+                                        for g in cg_described.groups},
+        }
+
+    visible = {"allowed"} | ({"open"} if acl_broker.allow_everyone else set())
+    group_ops = all_operations_bitfield(Rt.GROUP)
+    omitted = -2147483648  # Kafka's AUTHORIZED_OPERATIONS_OMITTED
+
+    def described(suffix: str) -> dict:
+        return {f"{case}-{suffix}": ("NONE", group_ops) if case in visible
+                else ("GROUP_AUTHORIZATION_FAILED", omitted) for case in CASES}
+
+    assert run_as(acl_broker, "alice", listings) == {
+        "groups": {f"{case}-{kind}" for case in visible for kind in ("lg", "lcg")},
+        "transactions": {f"{case}-lx" for case in visible},
+        "topics": {f"{case}-t" for case in visible},
+        "describe_groups": described("lg"),
+        "consumer_group_describe": described("lcg"),
+    }
+    # mallory has no ACL: only what the no-ACL rule opens
+    mallory = run_as(acl_broker, "mallory", listings)
+    opened = {"open"} if acl_broker.allow_everyone else set()
+    assert mallory["groups"] == {f"{case}-{kind}" for case in opened for kind in ("lg", "lcg")}
+    assert mallory["transactions"] == {f"{case}-lx" for case in opened}
+    assert mallory["topics"] == {f"{case}-t" for case in opened}
+    # bob may DESCRIBE the cluster: ListGroups shows him every group (and nothing else more)
+    bob = run_as(acl_broker, "bob", listings)
+    assert bob["groups"] == groups | consumer_groups
+    assert bob["transactions"] == {f"{case}-lx" for case in opened}
+
+
+def test_offset_delete_needs_delete_on_the_group_then_read_on_each_topic(acl_broker):
+    OD = m.OffsetDeleteRequest
+    names = ["allowed-t", "denied-t", "open-t", "allowed-missing"]
+
+    async def delete(connection: Connection):
+        await connection.send(m.FindCoordinatorRequest(key_type=0,
+                                                       coordinator_keys=["allowed-od"]),
+                              api_version=4)
+        committed = await _once_coordinator_ready(
+            lambda: connection.send(_offset_commit("allowed-od", "allowed-t"), api_version=8),
+            lambda r: r.topics[0].partitions[0].error_code)
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+        response = await connection.send(OD(group_id="allowed-od", topics=[
+            OD.OffsetDeleteRequestTopic(name=name, partitions=[
+                OD.OffsetDeleteRequestPartition(partition_index=0)]) for name in names]),
+            api_version=0)
+        return response.error_code, {t.name: ErrorCode.from_code(t.partitions[0].error_code).name
+                                     for t in response.topics}
+
+    assert run_as(acl_broker, "alice", delete) == (ErrorCode.NONE, {
+        "allowed-t": "NONE", "denied-t": "TOPIC_AUTHORIZATION_FAILED",
+        "open-t": "NONE" if acl_broker.allow_everyone else "TOPIC_AUTHORIZATION_FAILED",
+        "allowed-missing": "UNKNOWN_TOPIC_OR_PARTITION"})
+
+
+def test_cluster_operations_need_their_cluster_acl(acl_broker):
+    """Reassignments, features and the quorum (KafkaApis/ControllerApis: ALTER or DESCRIBE on
+    the cluster): alice has no cluster ACL, bob may DESCRIBE it; each refusal is the top-level
+    CLUSTER_AUTHORIZATION_FAILED (and per partition for AlterPartitionReassignments, as its
+    getErrorResponse)."""
+    AR, LR = m.AlterPartitionReassignmentsRequest, m.ListPartitionReassignmentsRequest
+
+    async def attempts(connection: Connection):
+        out = {}
+        altered = await connection.send(AR(timeout_ms=10000, topics=[AR.ReassignableTopic(
+            name="allowed-t", partitions=[AR.ReassignablePartition(partition_index=0,
+                                                                    replicas=None)])]),
+            api_version=0)
+        out["alter_partition_reassignments"] = (
+            altered.error_code, altered.responses[0].partitions[0].error_code)
+        listed = await connection.send(LR(timeout_ms=10000, topics=None), api_version=0)
+        out["list_partition_reassignments"] = listed.error_code
+        features = await connection.send(m.UpdateFeaturesRequest(
+            timeout_ms=10000, validate_only=True, feature_updates=[
+                m.UpdateFeaturesRequest.FeatureUpdateKey(
+                    feature="metadata.version", max_version_level=1, upgrade_type=1)]),
+            api_version=1)
+        out["update_features"] = (features.error_code, len(features.results))
+        quorum = await connection.send(m.DescribeQuorumRequest(topics=[
+            m.DescribeQuorumRequest.TopicData(topic_name="__cluster_metadata", partitions=[
+                m.DescribeQuorumRequest.PartitionData(partition_index=0)])]), api_version=2)
+        out["describe_quorum"] = quorum.error_code
+        added = await connection.send(m.AddRaftVoterRequest(
+            cluster_id=None, timeout_ms=10000, voter_id=99,
+            voter_directory_id=uuid.uuid4(), listeners=[m.AddRaftVoterRequest.Listener(
+                name="CONTROLLER", host="127.0.0.1", port=1)]), api_version=0)
+        out["add_raft_voter"] = added.error_code
+        removed = await connection.send(m.RemoveRaftVoterRequest(
+            cluster_id=None, voter_id=99, voter_directory_id=uuid.uuid4()), api_version=0)
+        out["remove_raft_voter"] = removed.error_code
+        return out
+
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert run_as(acl_broker, "alice", attempts) == {
+        "alter_partition_reassignments": (denied, denied),
+        "list_partition_reassignments": denied, "update_features": (denied, 0),
+        "describe_quorum": denied, "add_raft_voter": denied, "remove_raft_voter": denied}
+    # DESCRIBE is not ALTER
+    assert run_as(acl_broker, "bob", attempts) == {
+        "alter_partition_reassignments": (denied, denied),
+        "list_partition_reassignments": ErrorCode.NONE, "update_features": (denied, 0),
+        "describe_quorum": ErrorCode.NONE, "add_raft_voter": denied,
+        "remove_raft_voter": denied}
+
 
 def test_acls_survive_a_restart(acl_broker):
     """The bindings are metadata records: a restarted broker replays them from its metadata

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -53,6 +54,62 @@ def test_tools_over_sasl_ssl_with_scram(secure_broker, tmp_path):
                   "--list")
     assert failed.returncode != 0
     assert "SASL" in failed.stderr or "Authentication" in failed.stderr, failed.stderr
+
+
+def _scram_client_config(secure_broker, path: Path) -> Path:
+    _, password = SCRAM_USERS["scram-512"]
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="scram-512" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secure_broker.ca.cert_path}\n")
+    return path
+
+
+def test_every_broker_tool_takes_the_security_settings(secure_broker, tmp_path):
+    """Each tool that talks to brokers, given only the SASL_SSL listener, connects with the
+    settings of its config file option (Kafka's name for that tool) and does its work."""
+    config = str(_scram_client_config(secure_broker, tmp_path / "client.properties"))
+    bootstrap = secure_broker.address("SASL_SSL")
+    topic = f"tools-all-{uuid.uuid4().hex[:8]}"
+    offsets_json = tmp_path / "offsets.json"
+    offsets_json.write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 1}]}))
+    server = ("--bootstrap-server", bootstrap)
+    steps = [
+        ("topics", *server, "--command-config", config, "--create", "--topic", topic,
+         "--partitions", "1"),
+        ("producer-perf-test", "--topic", topic, "--num-records", "50", "--record-size", "100",
+         "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+         "--producer.config", config),
+        ("consumer-perf-test", *server, "--consumer.config", config, "--topic", topic,
+         "--messages", "50", "--timeout", "30000"),
+        ("get-offsets", *server, "--command-config", config, "--topic", topic),
+        ("configs", *server, "--command-config", config, "--describe", "--entity-type",
+         "topics", "--entity-name", topic),
+        ("consumer-groups", *server, "--command-config", config, "--list"),
+        ("log-dirs", *server, "--command-config", config, "--describe", "--topic-list", topic),
+        ("delete-records", *server, "--command-config", config, "--offset-json-file",
+         str(offsets_json)),
+        ("transactions", *server, "--command-config", config, "list"),
+        ("reassign-partitions", *server, "--command-config", config, "--list"),
+        ("leader-election", *server, "--admin.config", config, "--election-type", "preferred",
+         "--topic", topic, "--partition", "0"),
+        ("metadata-quorum", *server, "--command-config", config, "describe", "--status"),
+        ("features", *server, "--command-config", config, "describe"),
+    ]
+    outputs = {}
+    for step in steps:
+        done = _run(*step)
+        assert done.returncode == 0, (step[0], done.stdout, done.stderr)
+        outputs[step[0]] = done.stdout
+    assert f"{topic}:0:50" in outputs["get-offsets"]
+    assert "50 records sent" in outputs["producer-perf-test"]
+    assert "low_watermark: 1" in outputs["delete-records"]
+    assert "LeaderId:" in outputs["metadata-quorum"]
+    assert "metadata.version" in outputs["features"]
 
 
 def test_configs_tool_manages_scram_users(secure_broker):

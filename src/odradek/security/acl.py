@@ -138,25 +138,24 @@ def binding(resource_type: int, resource_name: str, pattern_type: int, principal
 
 
 def new_binding_error(acl: AclBinding) -> str | None:
-    """Why an ACL may not be created (Kafka's AclControlManager.validateNewAcl and the
-    CreateAcls checks before it), or None."""
-    if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return f"Invalid patternType {acl.pattern_type.name}"
+    """Why an ACL may not be created, or None: the broker's checks (Kafka's AclApis: the
+    CLUSTER resource's name, an empty name) then the controller's (AclControlManager
+    .validateNewAcl), in their order; each failure is INVALID_REQUEST."""
+    if acl.resource_type == ResourceType.CLUSTER and acl.resource_name != CLUSTER_NAME:
+        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    if not acl.resource_name:
+        return "Invalid empty resource name"
     if acl.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         return f"Invalid resourceType {acl.resource_type.name}"
+    if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        return f"Invalid patternType {acl.pattern_type.name}"
     if acl.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
         return f"Invalid operation {acl.operation.name}"
     if acl.permission not in (PermissionType.ALLOW, PermissionType.DENY):
         return f"Invalid permissionType {acl.permission.name}"
-    if not acl.resource_name:
-        return "Resource name should not be empty"
-    if acl.resource_type == ResourceType.CLUSTER and acl.resource_name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if parse_principal(acl.principal) is None:
         return f"Could not parse principal from `{acl.principal}` (no colon is present " \
-               "separating the principal type from name)"
-    if acl.host is None or acl.host == "":
-        return "Invalid empty host"
+               "separating the principal type from the principal name)"
     return None
 
 
@@ -181,10 +180,12 @@ class AclBindingFilter:
                    _enum_or_unknown(PermissionType, f.permission_type))
 
     def error(self) -> str | None:
-        """Why the filter is invalid (an UNKNOWN element), or None."""
-        for value in (self.resource_type, self.pattern_type, self.operation, self.permission):
-            if value.name == "UNKNOWN":
-                return f"Filter contains UNKNOWN elements: {value.__class__.__name__}"
+        """Why the filter is invalid (an UNKNOWN element), or None: Kafka's
+        AclControlManager.validateFilter messages, the resource pattern's part first."""
+        if ResourceType.UNKNOWN == self.resource_type or PatternType.UNKNOWN == self.pattern_type:
+            return "Unknown patternFilter."
+        if AclOperation.UNKNOWN == self.operation or PermissionType.UNKNOWN == self.permission:
+            return "Unknown entryFilter."
         return None
 
     def _matches_pattern(self, acl: AclBinding) -> bool:

@@ -676,7 +676,10 @@ class _TlsAcceptor:
             await loop.connect_accepted_socket(
                 lambda: Connection(self.server, self.listener), conn,
                 ssl=self.listener.ssl_context,
-                ssl_handshake_timeout=self.server.ssl_handshake_timeout_s)
+                # A handshake that stalls is an idle connection too (Kafka's selector closes
+                # any channel idle for connections.max.idle.ms, in handshake or not).
+                ssl_handshake_timeout=min(self.server.ssl_handshake_timeout_s,
+                                          self.server.idle_timeout_ms / 1000))
         except asyncio.CancelledError:
             conn.close()
             raise
