@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from broker_process import BrokerProcess, wait_until
+from broker_process import BrokerProcess, closed_by_peer_now, wait_until
 from security.quota_load import alter_quota, consume_flat_out, produce_flat_out
 from server.raw_client import RawClient, produce_request
 
@@ -120,18 +120,10 @@ def connection_flood(broker: BrokerProcess, count: int) -> dict[str, float]:
                 refused_at_connect += 1
         connect_s = time.perf_counter() - started
 
-        def closed(sock: socket.socket) -> bool:
-            sock.settimeout(0.001)
-            try:
-                return sock.recv(1) == b""
-            except (TimeoutError, BlockingIOError):
-                return False
-            except ConnectionResetError:
-                return True
 
-        wait_until(lambda: sum(closed(s) for s in opened) >= len(opened) - 100, 120,
+        wait_until(lambda: sum(closed_by_peer_now(s, 0.001) for s in opened) >= len(opened) - 100, 120,
                    interval=1, message="the connections over the limit to be closed")
-        alive = sum(not closed(s) for s in opened)
+        alive = sum(not closed_by_peer_now(s, 0.001) for s in opened)
         served_s = _served_from(broker, "127.0.0.2")
     finally:
         for s in opened:

@@ -142,6 +142,18 @@ class BrokerProcess:
         return self.start()
 
 
+def closed_by_peer_now(sock: socket.socket, wait_s: float = 0.01) -> bool:
+    """Whether the other end has closed `sock` (end of stream or reset), looking for at most
+    `wait_s`: a probe for many connections at once (a connection flood's test)."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except (TimeoutError, BlockingIOError):
+        return False
+    except ConnectionResetError:
+        return True
+
+
 def log_bytes(directory: Path) -> int:
     """Bytes of a partition directory's segment files, read while a broker may be swapping
     them (its log cleaner renames segments under the reader)."""

@@ -16,7 +16,7 @@ import pytest
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.security.scram import ScramClient
-from tests.broker_process import BrokerProcess, free_port, wait_until
+from tests.broker_process import BrokerProcess, closed_by_peer_now, free_port, wait_until
 from tests.security.certs import TestCA
 from tests.security.test_authentication import _call, _closed_by_peer
 
@@ -171,16 +171,8 @@ def test_connection_flood_over_the_per_ip_limit(broker):
             opened.append(socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10))
         _good_client_served(broker)
 
-        def closed(sock: socket.socket) -> bool:
-            sock.settimeout(0.01)
-            try:
-                return sock.recv(1) == b""
-            except (TimeoutError, BlockingIOError):
-                return False
-            except ConnectionResetError:
-                return True
 
-        wait_until(lambda: sum(closed(s) for s in opened) >= FLOOD - PER_IP_LIMIT, 60,
+        wait_until(lambda: sum(closed_by_peer_now(s) for s in opened) >= FLOOD - PER_IP_LIMIT, 60,
                    interval=0.5, message="the connections over the limit closed")
         _good_client_served(broker)
     finally:

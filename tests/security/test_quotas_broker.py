@@ -19,7 +19,7 @@ from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
-from tests.broker_process import BrokerProcess, wait_until
+from tests.broker_process import BrokerProcess, closed_by_peer_now, wait_until
 from tests.security.quota_load import (
     alter_quota,
     consume_flat_out,
@@ -143,20 +143,12 @@ def test_connections_over_the_per_ip_limit_are_closed_and_others_served(broker):
         for _ in range(2000):
             opened.append(socket.create_connection((broker.host, broker.port), timeout=10))
 
-        def closed(sock: socket.socket) -> bool:
-            sock.settimeout(0.01)
-            try:
-                return sock.recv(1) == b""
-            except (TimeoutError, BlockingIOError):
-                return False
-            except ConnectionResetError:
-                return True
 
         # The broker answers at its own pace: wait until it has closed the 1,900.
         def count_closed() -> bool:
-            return sum(closed(s) for s in opened) >= 1900
+            return sum(closed_by_peer_now(s) for s in opened) >= 1900
         wait_until(count_closed, 60, interval=0.5, message="1,900 connections closed")
-        alive = [s for s in opened if not closed(s)]
+        alive = [s for s in opened if not closed_by_peer_now(s)]
         assert len(alive) <= 100
         # Another address (127.0.0.2 is loopback too) is not held to 127.0.0.1's limit.
         other = socket.create_connection((broker.host, broker.port), timeout=10,
