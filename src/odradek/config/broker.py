@@ -9,6 +9,7 @@ by `_log_configs_from_topic_table`, so every key is defined once.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from odradek.config.definition import ConfigDef, Importance, UpdateMode, table
 from odradek.config.listeners import (
@@ -19,7 +20,7 @@ from odradek.config.listeners import (
     validate_voters,
 )
 from odradek.config.topic import BROKER_DEFAULTS, BROKER_UNIT_SCALE, TOPIC_CONFIGS
-from odradek.config.types import INT_MAX, ConfigType
+from odradek.config.types import INT_MAX, ConfigError, ConfigType
 from odradek.config.validators import Validator, at_least, between, one_of
 
 # The replica.selector.class values Odradek implements (server/replica_selector.py).
@@ -453,6 +454,25 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Secret encoding dynamically configured passwords."),
 ]
 
+def metrics_listener(value: str) -> tuple[str, int]:
+    """`metrics.prometheus.listener`'s http://HOST:PORT as (host, port); "" host: every
+    interface."""
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or port is None or parts.path not in ("", "/", "/metrics"):
+        raise ConfigError(f"Invalid value {value} for configuration metrics.prometheus.listener:"
+                          " expected http://HOST:PORT")
+    return parts.hostname or "", port
+
+
+def _check_metrics_listener(_name: str, value: Any) -> None:
+    if value:
+        metrics_listener(value)
+
+
 # Odradek's own keys (no Kafka equivalent): diagnostics of the event loop every request
 # shares (server/loop_monitor.py, server/request_metrics.py).
 _ODRADEK_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode,
@@ -464,6 +484,10 @@ _ODRADEK_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, U
     ("event.loop.fsync.check", _B, False, None, _LOW, _RO,
      "Odradek only, a diagnostic: log at WARN every fsync made on the event loop's thread "
      "(where it delays every request), with its stack."),
+    ("metrics.prometheus.listener", _S, None, _check_metrics_listener, _LOW, _RO,
+     "Odradek only: where the broker serves its metrics in Prometheus' text format, as "
+     "http://HOST:PORT (every path answers; an empty HOST listens on every interface), "
+     "named as the Prometheus JMX exporter names Kafka's. Unset: no metrics endpoint."),
     ("request.slow.log.ms", _L, 0, at_least(0), _LOW, _RO,
      "Odradek only: a request whose time not spent waiting on purpose (queue + local + "
      "response send; a long poll's or acks=all's wait excluded) exceeds this is logged at "

@@ -86,6 +86,7 @@ from odradek.server.handlers.raft import RaftApis
 from odradek.server.handlers.scram import ScramApis
 from odradek.server.handlers.transactions import TransactionApis
 from odradek.server.loop_monitor import FsyncOnLoopCheck, GcPauseMonitor, LoopStallMonitor
+from odradek.server.metrics import MetricsServer
 from odradek.server.network import (
     ConnectionCloseRequest,
     ListenerConfig,
@@ -179,6 +180,7 @@ class Broker:
         self.loop_monitor: LoopStallMonitor | None = None
         self.gc_monitor = GcPauseMonitor(stall_warn_ms) if stall_warn_ms else None
         self.fsync_check = FsyncOnLoopCheck() if config.get("event.loop.fsync.check") else None
+        self.metrics_server: MetricsServer | None = None  # metrics.prometheus.listener
 
     # -- lifecycle
     @property
@@ -298,9 +300,19 @@ class Broker:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._housekeeping()))
             self._tasks.append(loop.create_task(self._isr_expiration()))
+        self._start_metrics_server()
         log.info("Odradek %s %d started (cluster %s) listening on %s",
                  "broker" if is_broker else "controller", self.node_id, self.cluster_id,
                  self.bound_addresses())
+
+    def _start_metrics_server(self) -> None:
+        listener = self.config.get("metrics.prometheus.listener")
+        if not listener:
+            return
+        self.metrics_server = MetricsServer(self, listener)
+        self.metrics_server.start()
+        log.info("node %d: metrics on http://%s:%d/metrics", self.node_id,
+                 self.metrics_server.host or "0.0.0.0", self.metrics_server.port)
 
     def _build_replication(self) -> ReplicaManager:
         """The replica manager, the fetchers that replicate what this broker follows, and
@@ -643,6 +655,8 @@ class Broker:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
         if self.lifecycle is not None:
             if not self.lifecycle.fenced:
                 # Leaderships move to other replicas while this broker still serves.

@@ -30,6 +30,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.purgatory import Purgatory
 from odradek.server.quotas import ReplicationQuota
 from odradek.server.replica_selector import ReplicaSelector, ReplicaView
+from odradek.server.topic_stats import BrokerTopicStats
 from odradek.storage import LogManager
 from odradek.storage.config import LogConfig
 from odradek.storage.log import FetchIsolation, Log, LogEnd, TimestampAndOffset
@@ -446,6 +447,7 @@ class ReplicaManager:
         # leader.replication.throttled.rate over leader.replication.throttled.replicas.
         self.leader_quota: ReplicationQuota | None = None
         self.replica_selector: ReplicaSelector | None = None  # replica.selector.class
+        self.topic_stats = BrokerTopicStats()  # BrokerTopicMetrics (server.metrics)
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -562,6 +564,7 @@ class ReplicaManager:
                 partition.log.update_config(config)
 
     def _remove_topic(self, topic: TopicImage) -> list[tuple[str, int]]:
+        self.topic_stats.forget(topic.name)
         return [(topic.name, index) for index in topic.partitions
                 if self._remove_partition((topic.name, index), delete=True)]
 
@@ -642,6 +645,9 @@ class ReplicaManager:
         pending = partition.append_as_leader(records, required_acks, self.clock.time_ms(),
                                              origin)
         self.fetch_purgatory.notify(partition.key)
+        result = pending.result  # Kafka's numMessages: from the batch headers' offsets
+        self.topic_stats.record_in(topic, result.last_offset - result.first_offset + 1,
+                                   len(records))
         return pending
 
     async def wait_for_commit(self, pending: Iterable[PendingAppend],

@@ -252,6 +252,7 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
 
     read_committed = isolation is FetchIsolation.TXN_COMMITTED
     topics_out: dict[Any, FR.FetchableTopicResponse] = {}
+    topic_stats = replica_manager.topic_stats
     for w, r in zip(wanted, results):
         has_records = r.records is not None and len(r.records) > 0
         # A preferred read replica must reach the consumer, as data would (Kafka's
@@ -259,6 +260,8 @@ async def fetch(apis: FetchApis, version: int, req: m.FetchRequest,
         if not context.include(w.fetch, has_records or r.preferred_read_replica >= 0, r.error,
                                r.high_watermark, r.log_start_offset, r.last_stable_offset):
             continue
+        if has_records:  # BytesOutPerSec (ReplicationBytesOutPerSec for a follower)
+            topic_stats.record_out(w.topic, len(r.records), follower is not None)
         pd = FR.PartitionData(
             partition_index=w.partition,
             error_code=r.error,
