@@ -1,0 +1,214 @@
+"""The metrics endpoint (`metrics.prometheus.listener`, server/metrics.py): a real broker
+scraped over HTTP during a produce/consume load by confluent-kafka, its counters checked
+against what the clients sent and read, and Kafka's metric names (as the Prometheus JMX
+exporter names them) present."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+
+import pytest
+from broker_process import BrokerProcess, free_port, wait_until
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from odradek.config.broker import metrics_listener
+from odradek.config.types import ConfigError
+
+TOPICS = {"metrics-a": 2, "metrics-b": 1}
+MESSAGES = {"metrics-a": 3000, "metrics-b": 1000}
+
+# The names Kafka dashboards and alerts use (docs/operations.md#metrics).
+EXPECTED_NAMES = [
+    "kafka_server_brokertopicmetrics_messagesin_total",
+    "kafka_server_brokertopicmetrics_bytesin_total",
+    "kafka_server_brokertopicmetrics_bytesout_total",
+    "kafka_server_brokertopicmetrics_replicationbytesout_total",
+    "kafka_network_requestmetrics_requests_total",
+    *(f"kafka_network_requestmetrics_{part}" for part in (
+        "requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems",
+        "totaltimems")),
+    "kafka_network_requestmetrics_totaltimems_count_total",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_replicamanager_partitioncount",
+    "kafka_server_replicamanager_leadercount",
+    "kafka_server_replicamanager_underminisrpartitioncount",
+    "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount",
+    "kafka_controller_kafkacontroller_globalpartitioncount",
+    "kafka_log_log_size",
+    "kafka_server_delayedoperationpurgatory_purgatorysize",
+    "kafka_coordinator_group_groupmetadatamanager_numgroups",
+    "kafka_coordinator_group_groupmetadatamanager_numgroupsstable",
+    "kafka_server_group_coordinator_metrics_consumer_group_count",
+    "kafka_server_raftmetrics_current_leader",
+    "kafka_server_raftmetrics_current_epoch",
+    "kafka_server_raftmetrics_high_watermark",
+    "kafka_server_raftmetrics_current_state",
+    "kafka_server_socket_server_metrics_connection_count",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+    "kafka_network_socketserver_networkprocessoravgidle_percent",
+]
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    """{(sample name, labels): value} of one scrape."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def by_label(samples, name: str, label: str) -> dict[str, float]:
+    return {dict(key)[label]: v for (n, key), v in samples.items()
+            if n == name and label in dict(key)}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    port = free_port()
+    broker = BrokerProcess(tmp_path_factory.mktemp("metrics"),
+                           {"metrics.prometheus.listener": f"http://127.0.0.1:{port}"})
+    broker.start()
+    broker.metrics_url = f"http://127.0.0.1:{port}/metrics"
+
+    def up() -> bool:
+        try:
+            scrape(broker.metrics_url)
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(up, 30, message="the metrics endpoint")
+        yield broker
+    finally:
+        assert broker.stop() == 0  # the metrics server's thread does not hold the exit
+
+
+def test_counters_follow_a_produce_and_consume_load(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)
+                                       for name, partitions in TOPICS.items()]).values():
+        future.result(30)
+    before = scrape(broker.metrics_url)
+
+    # Scrapes run all along the load, as Prometheus' would.
+    scrapes: list[dict] = []
+    done = threading.Event()
+
+    def scraper() -> None:
+        while not done.wait(0.05):
+            scrapes.append(scrape(broker.metrics_url))
+
+    thread = threading.Thread(target=scraper, daemon=True)
+    thread.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                         "compression.type": "none"})
+    for topic, count in MESSAGES.items():
+        for i in range(count):
+            producer.produce(topic, value=b"v" * (50 + i % 100), key=str(i).encode())
+            if i % 500 == 0:
+                producer.poll(0)
+    assert producer.flush(30) == 0
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "metrics-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(list(MESSAGES))
+    consumed = {topic: 0 for topic in MESSAGES}
+
+    def consume_all() -> bool:
+        for message in consumer.consume(500, timeout=0.5):
+            assert message.error() is None, message.error()
+            consumed[message.topic()] += 1
+        return consumed == MESSAGES
+
+    wait_until(consume_all, 60, interval=0, message="every message consumed")
+    consumer.commit(asynchronous=False)
+    done.set()
+    thread.join(15)
+    assert len(scrapes) >= 2
+
+    after = scrape(broker.metrics_url)
+    messages_in = "kafka_server_brokertopicmetrics_messagesin_total"
+    bytes_in = "kafka_server_brokertopicmetrics_bytesin_total"
+    bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
+    sizes = by_label(after, "kafka_log_log_size", "topic")
+    log_bytes: dict[str, float] = {}
+    for (name, labels), size in after.items():
+        if name == "kafka_log_log_size":
+            topic = dict(labels)["topic"]
+            log_bytes[topic] = log_bytes.get(topic, 0) + size
+    assert set(MESSAGES) <= set(sizes)
+    for topic, count in MESSAGES.items():
+        # Every record counted once, from the batch headers.
+        assert value(after, messages_in, topic=topic) == count
+        # Bytes in: the batches as the producer sent them, which the log stores as they came.
+        assert value(after, bytes_in, topic=topic) == log_bytes[topic] > count * 50
+        # One consumer read each batch once: the same bytes went out.
+        assert value(after, bytes_out, topic=topic) == log_bytes[topic]
+    # The all-topics series is the sum of the topics' (the offsets commit counts too).
+    for name in (messages_in, bytes_in, bytes_out):
+        per_topic = sum(v for (n, labels), v in after.items() if n == name and labels)
+        assert value(after, name) == per_topic
+        assert value(after, name) - value(before, name) >= sum(
+            v for (n, labels), v in after.items()
+            if n == name and dict(labels).get("topic") in MESSAGES)
+
+    # Counters never go back between scrapes during the load.
+    series = [s.get((messages_in, frozenset({("topic", "metrics-a")})), 0.0) for s in scrapes]
+    assert series == sorted(series)
+
+    requests = by_label(after, "kafka_network_requestmetrics_requests_total", "request")
+    assert requests["Produce"] >= 1 and requests["Fetch"] >= 1
+    assert requests["Produce"] == value(
+        after, "kafka_network_requestmetrics_totaltimems_count_total", request="Produce")
+    assert value(after, "kafka_network_requestmetrics_totaltimems",
+                 request="Produce", quantile="0.99") > 0
+    assert value(after, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+
+
+def test_gauges_describe_the_broker(broker):
+    samples = scrape(broker.metrics_url)
+    names = {name for name, _labels in samples}
+    missing = [name for name in EXPECTED_NAMES if name not in names]
+    assert not missing
+    hosted = value(samples, "kafka_server_replicamanager_partitioncount")
+    assert hosted == value(samples, "kafka_server_replicamanager_leadercount")  # one broker
+    assert hosted == sum(1 for name, _ in samples if name == "kafka_log_log_size")
+    assert value(samples, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_server_raftmetrics_current_leader") == 1
+    assert value(samples, "kafka_server_raftmetrics_current_state",
+                 current_state="leader") == 1
+    assert by_label(samples, "kafka_server_delayedoperationpurgatory_purgatorysize",
+                    "delayedOperation").keys() == {"Produce", "Fetch"}
+    # This scrape's own connection is HTTP: the broker's listener counts Kafka clients only.
+    connections = by_label(samples, "kafka_server_socket_server_metrics_connection_count",
+                           "listener")
+    assert set(connections) == {"PLAINTEXT", "CONTROLLER"}
+    idle = value(samples, "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent")
+    assert 0 <= idle <= 1
+
+
+def test_listener_config_is_checked():
+    assert metrics_listener("http://127.0.0.1:9404") == ("127.0.0.1", 9404)
+    assert metrics_listener("http://:9404/metrics") == ("", 9404)
+    for bad in ("127.0.0.1:9404", "https://host:9404", "http://host", "http://host:x",
+                "http://host:9404/other"):
+        with pytest.raises(ConfigError):
+            metrics_listener(bad)
+
+
+def test_off_by_default():
+    from odradek.config.broker import BROKER_CONFIGS
+    assert BROKER_CONFIGS["metrics.prometheus.listener"].default is None
