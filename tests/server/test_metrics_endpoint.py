@@ -212,3 +212,39 @@ def test_listener_config_is_checked():
 def test_off_by_default():
     from odradek.config.broker import BROKER_CONFIGS
     assert BROKER_CONFIGS["metrics.prometheus.listener"].default is None
+
+
+def test_odradek_clients_report_kafka_client_metrics(broker):
+    """Odradek's own Producer and Consumer: `metrics()` by Kafka's client metric names, agreeing
+    with the broker's counters."""
+    from odradek.client import Consumer as OdradekConsumer
+    from odradek.client import Producer as OdradekProducer
+    from odradek.client.types import TopicPartition
+
+    topic, count = "metrics-odradek-client", 500
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    with OdradekProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20}) as producer:
+        for i in range(count):
+            producer.send(topic, b"%05d" % i)
+        producer.flush(30)
+        sent = producer.metrics()
+    assert sent["record-send-total"] == count
+    assert sent["record-send-rate"] > 0 and sent["request-latency-avg"] > 0
+
+    with OdradekConsumer({"bootstrap.servers": broker.bootstrap,
+                          "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        records: list = []
+        wait_until(lambda: records.extend(consumer.poll(200)) or len(records) >= count, 30,
+                   interval=0, message="the records")
+        read = consumer.metrics()
+    assert len(records) == count
+    assert read["records-consumed-total"] == count
+    assert read["records-lag-max"] == 0  # caught up with the high watermark
+    assert read["fetch-total"] >= 1 and read["fetch-latency-max"] >= read["fetch-latency-avg"]
+    samples = scrape(broker.metrics_url)
+    assert read["bytes-consumed-total"] == value(
+        samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
+    assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total",
+                 topic=topic) == count

@@ -282,6 +282,11 @@ class AsyncConsumer:
         state = self.subscriptions.require(TopicPartition(*partition))
         return state.high_watermark if state.high_watermark >= 0 else None
 
+    def metrics(self) -> dict[str, float]:
+        """A few of Kafka's consumer metrics by their Kafka names (`records-lag-max`,
+        `records-consumed-rate`, `fetch-latency-avg`, ...)."""
+        return self.fetcher.metrics.as_dict(self.subscriptions)
+
     async def position(self, partition: TopicPartition | tuple[str, int],
                        timeout_ms: float | None = None) -> int:
         """The offset of the next record `poll` returns for `partition` (looked up when not
@@ -595,6 +600,7 @@ class Consumer(SyncFacade[AsyncConsumer]):
         self._run(_invoke(AsyncConsumer.subscribe, (self._async, topics),
                           {"pattern": pattern, "listener": wrapped}))
 
+    metrics = on_loop(AsyncConsumer.metrics)
     seek = on_loop(AsyncConsumer.seek)
     seek_to_beginning = on_loop(AsyncConsumer.seek_to_beginning)
     seek_to_end = on_loop(AsyncConsumer.seek_to_end)

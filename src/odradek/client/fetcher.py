@@ -294,6 +294,44 @@ class _NodeState:
     sent: dict[TopicPartition, int] = field(default_factory=dict)
 
 
+class ConsumerMetrics:
+    """A few of Kafka's consumer metrics (consumer-fetch-manager-metrics), counted per poll
+    and per fetch response, never per record."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.records_consumed_total = 0
+        self.bytes_consumed_total = 0
+        self.fetch_total = 0
+        self.fetch_latency_total = 0.0
+        self.fetch_latency_max = 0.0
+
+    def on_fetch(self, latency_s: float, size: int) -> None:
+        self.fetch_total += 1
+        self.fetch_latency_total += latency_s
+        self.fetch_latency_max = max(self.fetch_latency_max, latency_s)
+        self.bytes_consumed_total += size
+
+    def as_dict(self, subscriptions: SubscriptionState) -> dict[str, float]:
+        elapsed = max(1e-9, time.monotonic() - self.started)
+        fetches = max(1, self.fetch_total)
+        # Kafka's records-lag-max is the largest lag over its sample window; here, the
+        # largest lag now (the last fetched high watermark less the position).
+        lags = [state.high_watermark - state.position for _tp, state in subscriptions.items()
+                if state.position is not None and state.high_watermark >= 0]
+        return {
+            "bytes-consumed-rate": self.bytes_consumed_total / elapsed,
+            "bytes-consumed-total": self.bytes_consumed_total,
+            "fetch-latency-avg": 1000 * self.fetch_latency_total / fetches,
+            "fetch-latency-max": 1000 * self.fetch_latency_max,
+            "fetch-rate": self.fetch_total / elapsed,
+            "fetch-total": self.fetch_total,
+            "records-consumed-rate": self.records_consumed_total / elapsed,
+            "records-consumed-total": self.records_consumed_total,
+            "records-lag-max": max(lags, default=0),
+        }
+
+
 class Fetcher:
     """Sends Fetch requests and turns responses into records."""
 
@@ -325,6 +363,7 @@ class Fetcher:
         self.data_ready = asyncio.Event()
         #: an error to raise from the next poll (e.g. a fetch that failed for good)
         self.pending_error: KafkaError | None = None
+        self.metrics = ConsumerMetrics()
 
     # ------------------------------------------------------------------------------ sending
 
@@ -422,6 +461,7 @@ class Fetcher:
                                               max_version=None if by_id else 12)
             data = session.build(partitions)
             request = self._request(data, version)
+            sent_at = time.monotonic()
             response = await connection.send(
                 request, api_version=version,
                 timeout_ms=self.request_timeout_ms + self.max_wait_ms)
@@ -429,6 +469,9 @@ class Fetcher:
             session.handle_error()
             self._backoff(node, error)
         else:
+            self.metrics.on_fetch(time.monotonic() - sent_at, sum(
+                len(p.records) for t in response.responses for p in t.partitions
+                if p.records is not None))
             if session.handle_response(response, data):
                 node.failures = 0
                 self._take_response(response, data, version)
@@ -554,6 +597,7 @@ class Fetcher:
                 self.completed.remove(fetch)
             else:
                 behind.add(fetch.tp)
+        self.metrics.records_consumed_total += len(records)
         return records
 
     def _initialize(self, fetch: CompletedFetch, state: PartitionState) -> bool:
