@@ -1,0 +1,10 @@
+"""`odradek console`: a web console for an Odradek (or any Kafka) cluster.
+
+It runs as its own process and is a client of the cluster: every page is built from Odradek's
+own Admin and Consumer clients (`odradek.client`), never from broker internals, so it works
+against any broker the clients speak to. Layer: like `odradek.cli`, above `odradek.client`.
+
+* `service`: what the pages show, as plain data, fetched with the admin client.
+* `app`: the aiohttp application (routes, read-only mode, Jinja2 templates in `templates/`).
+* `tool`: the `odradek console` command line.
+"""

@@ -1,0 +1,79 @@
+"""`odradek console --bootstrap-server HOST:PORT [--listen HOST:PORT] [--read-only]
+[--command-config FILE]`: serve the web console until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from aiohttp import web
+
+from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
+from odradek.cli.tool_options import load_properties_file
+from odradek.console.app import make_app
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen must be HOST:PORT, not {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def parser() -> ToolArgumentParser:
+    p = ToolArgumentParser(prog="odradek console",
+                           description="Serve Odradek's web console for a cluster.")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                   help="the cluster to connect to")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"where to serve the console (default {DEFAULT_LISTEN}; port 0 picks "
+                        "a free one)")
+    p.add_argument("--read-only", action="store_true",
+                   help="refuse every change (HTTP 403) and hide the forms that make them")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties (security settings...) for the console's clients")
+    return p
+
+
+async def serve(client_config: dict, host: str, port: int, read_only: bool) -> None:
+    runner = web.AppRunner(make_app(client_config, read_only=read_only),
+                           access_log=logging.getLogger("odradek.console.access"))
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    for address in runner.addresses:
+        # the line a script (or a test) waits for, with the port actually bound
+        print(f"Odradek console listening on http://{address[0]}:{address[1]}/"
+              f"{' (read-only)' if read_only else ''}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    configure_logging(logging.INFO)
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    client_config: dict = {}
+    if args.command_config:
+        client_config.update(load_properties_file(args.command_config))
+    client_config["bootstrap.servers"] = args.bootstrap_server
+    asyncio.run(serve(client_config, host, port, args.read_only))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_tool(_main, sys.argv[1:] if argv is None else argv)
