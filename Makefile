@@ -31,6 +31,16 @@ java:
 
 .PHONY: java
 
+# The web console's browser tests (tests/console) drive Debian's Chromium through Playwright;
+# installed only when missing.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing Chromium from Debian"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	  >/dev/null; }
+
+.PHONY: chromium
+
 # Byte-compile once so every broker/tool process starts fast, even where the environment
 # sets PYTHONDONTWRITEBYTECODE (the generated codecs are large).
 bytecode: $(STAMP)
@@ -57,7 +67,7 @@ NODES ?= 3
 run-cluster: bytecode
 	$(VENV)/bin/odradek cluster-start --nodes $(NODES)
 
-test: bytecode kcat java
+test: bytecode kcat java chromium
 	$(PY) -m pytest -q
 
 # On-demand fault-injection runs (docs/faults.md): each scenario against a fresh 3-node cluster

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from broker_process import ODRADEK, BrokerProcess, wait_until
+
 from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -293,10 +293,12 @@ def test_bad_parameters_get_400(console, page):
 
 
 def test_tool_usage_errors():
-    result = subprocess.run([*ODRADEK, "console"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*ODRADEK, "console"], capture_output=True, text=True, timeout=60,
+                            check=False)
     assert result.returncode == 1 and "--bootstrap-server" in result.stderr
     result = subprocess.run([*ODRADEK, "console", "--bootstrap-server", "x:1", "--listen",
-                             "nope"], capture_output=True, text=True, timeout=60)
+                             "nope"], capture_output=True, text=True, timeout=60,
+                            check=False)
     assert result.returncode == 1 and "HOST:PORT" in result.stderr
 
 
