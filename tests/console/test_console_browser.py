@@ -25,6 +25,7 @@ TOPIC = "orders"
 XSS_TOPIC = "payloads"
 XSS = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
 GROUP = "billing"
+LIVE_GROUP = "live"  # a group with an active member
 XSS_GROUP = "<b onmouseover=\"window.__xss=3\">grp</b>"
 RECORDS = 10  # per partition of TOPIC
 COMMITTED = {0: 2, 1: 3}  # GROUP's committed offsets: lag 8 + 7
@@ -68,6 +69,17 @@ def seeded(broker, admin):
             consumer.assign([TopicPartition(TOPIC, p) for p in COMMITTED])
             consumer.commit({TopicPartition(TOPIC, p): o for p, o in COMMITTED.items()})
     return broker
+
+
+@pytest.fixture(scope="module")
+def live_member(seeded):
+    """LIVE_GROUP: one subscribed consumer holding both partitions of TOPIC."""
+    with Consumer({"bootstrap.servers": seeded.bootstrap, "group.id": LIVE_GROUP,
+                   "client.id": "live-client", "auto.offset.reset": "earliest"}) as consumer:
+        consumer.subscribe([TOPIC])
+        wait_until(lambda: consumer.poll(200) is not None and len(consumer.assignment()) == 2,
+                   60, message="the live member's assignment")
+        yield consumer
 
 
 class ConsoleProcess:
@@ -260,6 +272,21 @@ def test_group_lag_and_reset_offsets(console, page, admin, shots):
     page.wait_for_selector("#reset-applied")
     assert committed(admin, GROUP) == {0: 5, 1: 5}
     shots(page, "group-reset-applied")
+
+
+def test_group_with_a_member_refuses_reset(console, page, admin, live_member, shots):
+    page.goto(console + f"/group?id={LIVE_GROUP}")
+    assert page.locator("#group-state").inner_text() == "Stable"
+    members = page.locator("#members").inner_text()
+    assert "live-client" in members
+    assert "orders-0, orders-1" in members
+    shots(page, "group-live")
+    before = committed(admin, LIVE_GROUP)
+    page.select_option("#reset-strategy", "earliest")
+    page.click("#dry-run")
+    assert "is inactive, but the current state is Stable" in \
+        page.locator("#error-message").inner_text()
+    assert committed(admin, LIVE_GROUP) == before
 
 
 def test_read_only_refuses_writes(read_only_console, page, admin, shots):

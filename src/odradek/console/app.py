@@ -20,6 +20,7 @@ from odradek.console.service import (
     ENCODINGS,
     MAX_BROWSE_RECORDS,
     ConsoleService,
+    GroupActiveError,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -119,6 +120,8 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         return error_page(request, 400, str(exc))
     except KafkaError as exc:
         return error_page(request, _status_of(exc), f"{exc.code.name}: {exc.message or ''}")
+    except GroupActiveError as exc:
+        return error_page(request, 409, str(exc))
     except LookupError as exc:
         return error_page(request, 404, str(exc))
     except web.HTTPException:

@@ -22,6 +22,10 @@ PAGE_TIMEOUT_MS = 15_000
 MAX_BROWSE_RECORDS = 500
 
 
+class GroupActiveError(Exception):
+    """A reset asked of a group with active members (Kafka's tool refuses it the same way)."""
+
+
 @dataclass(frozen=True)
 class PartitionView:
     partition: int
@@ -246,7 +250,13 @@ class ConsoleService:
                          offset: int | None) -> list[ResetRow]:
         """The offsets a reset would commit (Kafka's --reset-offsets --dry-run): for the
         group's committed partitions (of `topic` only, when given), or every partition of
-        `topic` when the group has none of it; a requested offset is clamped to the log."""
+        `topic` when the group has none of it; a requested offset is clamped to the log.
+        Like `consumer-groups --reset-offsets`, only for a group without active members."""
+        state = (await self.admin.describe_groups([group_id],
+                                                  timeout_ms=PAGE_TIMEOUT_MS))[group_id].state
+        if state not in ("Empty", "Dead"):
+            raise GroupActiveError(f"Assignments can only be reset if the group '{group_id}' "
+                                   f"is inactive, but the current state is {state}.")
         committed = await self.admin.list_consumer_group_offsets(group_id,
                                                                  timeout_ms=PAGE_TIMEOUT_MS)
         partitions = [tp for tp in committed if topic is None or tp.topic == topic]
