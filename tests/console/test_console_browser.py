@@ -214,6 +214,15 @@ def test_message_browser(console, page, shots):
     assert "6b 65 79 2d 33" in rows[0]  # "key-3"
     shots(page, "messages-hex")
 
+    # from a time: before every record, the first records; after them all, none
+    page.goto(console + f"/topic/messages?name={TOPIC}&partition=0&from_time=2000-01-01T00:00:00"
+                        "&limit=3")
+    rows = page.locator("#records tr").all_inner_texts()[1:]
+    assert [int(r.split("\t")[0]) for r in rows] == [0, 1, 2]
+    page.goto(console + f"/topic/messages?name={TOPIC}&partition=0"
+                        "&from_time=2999-01-01T00:00:00Z")
+    assert "No messages in this range." in page.locator("#records").inner_text()
+
 
 def test_rendered_records_and_names_are_escaped(console, page, shots):
     page.goto(console + f"/topic/messages?name={XSS_TOPIC}&partition=0&last=5")
@@ -313,6 +322,7 @@ def test_bad_parameters_get_400(console, page):
     assert "partition must be an integer" in page.locator("#error-message").inner_text()
     assert "Traceback" not in page.content()
     assert page.goto(console + f"/topic/messages?name={TOPIC}&encoding=rot13").status == 400
+    assert page.goto(console + f"/topic/messages?name={TOPIC}&from_time=yesterday").status == 400
     assert page.goto(console + "/topic?name=no-such-topic").status == 404
     response = page.request.post(console + "/topics/new", form={"name": "x"},
                                  headers={"Origin": "http://evil.example"})

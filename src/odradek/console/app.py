@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from aiohttp import web
 
+from odradek.cli.consumer_groups import CommandError, parse_datetime_ms
 from odradek.console.service import (
     ENCODINGS,
     MAX_BROWSE_RECORDS,
@@ -202,11 +203,20 @@ async def messages(request: web.Request) -> web.Response:
     last = int_param(query, "last", 20, minimum=1, maximum=MAX_BROWSE_RECORDS)
     limit = int_param(query, "limit", 50, minimum=1, maximum=MAX_BROWSE_RECORDS)
     encoding = choice_param(query, "encoding", ENCODINGS, "text")
+    from_time = query.get("from_time", "").strip()
+    timestamp = None
+    if from_time:
+        try:
+            timestamp = parse_datetime_ms(from_time)
+        except CommandError as exc:
+            raise BadParameter(f"from_time: {exc}") from None
     assert partition is not None and last is not None and limit is not None
+    bounded = offset is not None or timestamp is not None
     records, earliest, latest = await request.app[SERVICE].browse(
-        name, partition, offset=offset, last=last, limit=limit if offset is not None else last,
-        encoding=encoding)
+        name, partition, offset=offset, last=last, limit=limit if bounded else last,
+        encoding=encoding, timestamp=timestamp)
     return render(request, "messages.html", name=name, partition=partition, offset=offset,
+                  from_time=from_time,
                   last=last, limit=limit, encoding=encoding, encodings=ENCODINGS,
                   records=records, earliest=earliest, latest=latest)
 

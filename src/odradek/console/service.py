@@ -190,15 +190,20 @@ class ConsoleService:
 
     # -------------------------------------------------------------------------- messages
     async def browse(self, topic: str, partition: int, *, offset: int | None, last: int,
-                     limit: int, encoding: str) -> tuple[list[RecordView], int, int]:
-        """Up to `limit` records of a partition from `offset` (None: the last `last` ones),
-        decoded per `encoding`; also the partition's earliest and latest offsets."""
+                     limit: int, encoding: str, timestamp: int | None = None
+                     ) -> tuple[list[RecordView], int, int]:
+        """Up to `limit` records of a partition from `offset`, or from the first record at or
+        after `timestamp` (ms), or else the last `last` ones, decoded per `encoding`; also the
+        partition's earliest and latest offsets."""
         tp = TopicPartition(topic, partition)
         earliest = (await self._offsets([tp], OffsetSpec.earliest())).get(tp)
         latest = (await self._offsets([tp], OffsetSpec.latest())).get(tp)
         if earliest is None or latest is None:
             raise LookupError(f"partition {topic}-{partition} has no offsets (unknown or "
                               f"offline)")
+        if timestamp is not None:
+            found = (await self._offsets([tp], OffsetSpec(timestamp))).get(tp, -1)
+            offset = latest if found < 0 else found  # -1: no record that late
         start = max(latest - last, earliest) if offset is None else max(offset, earliest)
         end = min(latest, start + limit)
         if start >= end:
