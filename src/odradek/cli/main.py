@@ -74,7 +74,7 @@ TOOLS: dict[str, Tool] = {
                                "Measure consumer throughput (kafka-consumer-perf-test.sh)."),
     "connect-standalone": Tool("odradek.cli.connect_standalone",
                                "Run connectors in one process (connect-standalone.sh)."),
-    "console": Tool("odradek.console.tool",
+    "console": Tool("odradek.cli.web_console",
                     "Serve the web console for a cluster (overview, topics, messages, "
                     "groups)."),
 }

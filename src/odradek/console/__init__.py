@@ -6,5 +6,6 @@ against any broker the clients speak to. Layer: like `odradek.cli`, above `odrad
 
 * `service`: what the pages show, as plain data, fetched with the admin client.
 * `app`: the aiohttp application (routes, read-only mode, Jinja2 templates in `templates/`).
-* `tool`: the `odradek console` command line.
+
+The command line, `odradek console`, is `odradek.cli.web_console`.
 """
