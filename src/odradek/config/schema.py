@@ -3,7 +3,7 @@ KafkaConfigSchema): whether it holds a list (IncrementalAlterConfigs' APPEND and
 only to lists) and its default, from which APPEND and SUBTRACT start when the resource does not
 set the key.
 
-Resource types are DescribeConfigs' ids (2 topic, 4 broker); they are repeated here because this
+Resource types are DescribeConfigs' ids (2 topic, 4 broker, 32 group); they are repeated here because this
 package imports nothing else of Odradek.
 """
 
@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.definition import ConfigDef
+from odradek.config.group import GROUP_CONFIGS
 from odradek.config.topic import TOPIC_CONFIGS
 from odradek.config.types import ConfigType, format_value
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 _TABLES: dict[int, dict[str, ConfigDef]] = {
     TOPIC_RESOURCE: TOPIC_CONFIGS,
     BROKER_RESOURCE: BROKER_CONFIGS,
+    GROUP_RESOURCE: GROUP_CONFIGS,
 }
 
 

@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config import group as group_config
 from odradek.config import schema as config_schema
 from odradek.controller.placement import UsableBroker, place_replicas
 from odradek.metadata.image import (
     NO_LEADER,
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     MetadataDelta,
     MetadataImage,
@@ -86,6 +88,8 @@ class ControllerState:
     """Turns admin operations into metadata records, validated against an image.
 
     `config_validator(name, value)` raises ValueError for an invalid topic config;
+    `group_config_validator(configs)` raises ValueError for an invalid set of group configs
+    (Kafka's GroupConfig.validate against the broker's bounds);
     `defaults` holds the broker's num.partitions / default.replication.factor.
     """
 
@@ -95,11 +99,13 @@ class ControllerState:
         num_partitions: int,
         default_replication_factor: int,
         config_validator: Callable[[Mapping[str, str]], None],
+        group_config_validator: Callable[[Mapping[str, str]], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
         self.config_validator = config_validator
+        self.group_config_validator = group_config_validator or _validate_group_configs
         self.rng = rng or random.Random()
 
     # -- topics
@@ -346,6 +352,10 @@ class ControllerState:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.",
                 ), []
+        elif resource_type == RESOURCE_GROUP:
+            if not resource_name:
+                return OpResult.fail(ErrorCode.INVALID_REQUEST,
+                                     "Group name must not be empty"), []
         elif resource_type != RESOURCE_BROKER:
             return OpResult.fail(
                 ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
@@ -377,9 +387,11 @@ class ControllerState:
                 wanted[key] = ",".join(items)
             else:
                 return OpResult.fail(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}"), []
-        if resource_type == RESOURCE_TOPIC:
+        validator = {RESOURCE_TOPIC: self.config_validator,
+                     RESOURCE_GROUP: self.group_config_validator}.get(resource_type)
+        if validator is not None:
             try:
-                self.config_validator(wanted)
+                validator(wanted)
             except ValueError as exc:
                 return OpResult.fail(ErrorCode.INVALID_CONFIG, str(exc)), []
         records = []
@@ -437,6 +449,14 @@ class ControllerState:
             broker_id=broker_id, broker_epoch=epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
         )
         return (first, PRODUCER_ID_BLOCK_SIZE), [record]
+
+
+def _validate_group_configs(configs: Mapping[str, str]) -> None:
+    """Group configs against Kafka's default broker bounds (a controller built without the
+    broker's config)."""
+    def no_broker_key(key: str) -> Any:
+        raise KeyError(key)
+    group_config.validate(configs, no_broker_key)
 
 
 def usable_brokers(image: MetadataImage) -> list[UsableBroker]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.config import group as group_config
 from odradek.coordinator.consumer_assignment import (
     ASSIGNORS,
     AssignmentSpec,
@@ -235,6 +236,22 @@ class ConsumerGroupCoordinator:
         #: group (its members' sessions start and it rebalances)
         self.on_upgraded: Callable[[Group], None] = lambda group: None
         self.on_downgraded: Callable[[Group], None] = lambda group: None
+        #: group id -> the group's dynamic configs (GROUP config resources: ConfigRecords in
+        #: the metadata image), which override the broker's session timeout and heartbeat
+        #: interval for that group; read at each heartbeat, as Kafka's GroupConfigManager
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """consumer.session.timeout.ms of the group, else group.consumer.session.timeout.ms."""
+        return group_config.effective_int(self.group_configs(group_id),
+                                          group_config.CONSUMER_SESSION_TIMEOUT_MS,
+                                          self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """consumer.heartbeat.interval.ms of the group, else the broker's."""
+        return group_config.effective_int(self.group_configs(group_id),
+                                          group_config.CONSUMER_HEARTBEAT_INTERVAL_MS,
+                                          self.config.heartbeat_interval_ms)
 
     @property
     def default_assignor(self) -> str:
@@ -409,7 +426,7 @@ class ConsumerGroupCoordinator:
         send_assignment = assignment_changed or req.owned is not None or req.member_epoch == 0
         return HeartbeatResult(
             ErrorCode.NONE, member_id=final.member_id, member_epoch=final.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(req.group_id),
             assignment=final.assigned if send_assignment else None)
 
     async def _update(self, group: Group, cg: ConsumerGroup, req: HeartbeatRequest,
@@ -841,7 +858,7 @@ class ConsumerGroupCoordinator:
             return
         self._cancel(cg.session_timers, member_id)
         classic = cg.members[member_id].classic
-        timeout_ms = self.config.session_timeout_ms if classic is None \
+        timeout_ms = self.session_timeout_ms(group.group_id) if classic is None \
             else classic.session_timeout_ms
         cg.session_timers[member_id] = self.clock.call_later(
             timeout_ms / 1000, self._expire, group, member_id, None)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.client.security import ClientSecurity
+from odradek.config import group as group_config
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.topic import validate_topic_props
 from odradek.config.types import ConfigError
@@ -213,6 +214,8 @@ class Broker:
                 num_partitions=int(self.config.get("num.partitions")),
                 default_replication_factor=int(self.config.get("default.replication.factor")),
                 config_validator=validate_topic_props,
+                group_config_validator=lambda configs: group_config.validate(
+                    configs, self.config.get),
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
             cluster_id=self.cluster_id,
