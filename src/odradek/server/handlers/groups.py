@@ -456,6 +456,16 @@ class GroupApis:
                     group_state="", protocol_type="", protocol_data="", members=[]))
                 continue
             error, summary = self.coordinator.describe_group(group_id)
+            missing = (self.coordinator.classic_group_missing(group_id)
+                       if error == ErrorCode.NONE and ctx.api_version >= 6 else None)
+            if missing is not None:
+                # Kafka 4.0 (KIP-1043): v6 tells an absent group and a consumer-protocol group
+                # apart from an empty classic one; older versions see both as Dead.
+                out.append(R.DescribedGroup(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=missing,
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                    members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
             out.append(R.DescribedGroup(
                 error_code=error, group_id=group_id, group_state=summary.state,
                 protocol_type=summary.protocol_type, protocol_data=summary.protocol,
