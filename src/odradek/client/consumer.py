@@ -43,7 +43,7 @@ from odradek.client.admin_types import IsolationLevel, OffsetSpec
 from odradek.client.cluster import Cluster
 from odradek.client.config import COMMON_CONFIG, ClientConfig, ConfigKey, at_least, one_of
 from odradek.client.consumer_group_protocol import ConsumerGroupMembership
-from odradek.client.errors import KafkaTimeoutError
+from odradek.client.errors import KafkaConfigError, KafkaTimeoutError
 from odradek.client.fetcher import ConsumerRecord, Deserializer, Fetcher, OffsetOutOfRangeError
 from odradek.client.group import ConsumerCoordinator, GroupOffsetStore, RebalanceListener
 from odradek.client.retry import Deadline
@@ -125,6 +125,28 @@ class OffsetAndTimestamp:
     leader_epoch: int | None = None
 
 
+#: Kafka 4.0's ConsumerConfig: keys the chosen group protocol does not use, refused when set
+#: (the consumer protocol's assignment, session and heartbeats are the coordinator's)
+UNSUPPORTED_BY_GROUP_PROTOCOL: dict[str, tuple[str, ...]] = {
+    "consumer": ("partition.assignment.strategy", "heartbeat.interval.ms", "session.timeout.ms"),
+    "classic": ("group.remote.assignor",),
+}
+
+
+def check_group_protocol_configs(config: ClientConfig) -> None:
+    """Kafka's checkUnsupportedConfigs: a consumer with a group.id must not set what its
+    group.protocol ignores (KafkaConfigError naming the keys, as Kafka's ConfigException)."""
+    if config["group.id"] is None:
+        return
+    protocol = config["group.protocol"]
+    invalid = [name for name in UNSUPPORTED_BY_GROUP_PROTOCOL[protocol]
+               if config.originals.get(name) is not None
+               and str(config.originals[name]).strip()]
+    if invalid:
+        raise KafkaConfigError(f"{', '.join(invalid)} cannot be set when "
+                               f"group.protocol={protocol.upper()}")
+
+
 class AsyncConsumer:
     """Kafka's consumer on asyncio, with manual partition assignment (`assign`) or group
     membership (`subscribe`). Use from one task at a time; ``await close()`` (or
@@ -141,6 +163,7 @@ class AsyncConsumer:
         self.config = config if isinstance(config, ClientConfig) else \
             CONSUMER_CONFIG.parse(config)
         config = self.config
+        check_group_protocol_configs(config)
         group_id = config["group.id"]
         default_id = f"consumer-{group_id}-{next(_client_ids)}" if group_id else \
             f"consumer-{next(_client_ids)}"
@@ -575,6 +598,7 @@ class Consumer(SyncFacade[AsyncConsumer]):
         offset_store: OffsetStore | None = None,
     ) -> None:
         parsed = config if isinstance(config, ClientConfig) else CONSUMER_CONFIG.parse(config)
+        check_group_protocol_configs(parsed)
         super().__init__(lambda: AsyncConsumer(parsed, key_deserializer=key_deserializer,
                                                value_deserializer=value_deserializer,
                                                offset_store=offset_store),

@@ -15,9 +15,9 @@ Timers (the injected clock): a member's session (`group.consumer.session.timeout
 every heartbeat) and, while it must revoke partitions, its rebalance timeout; either expiring
 fences the member out of the group.
 
-Regular expressions (`subscribed_topic_regex`) are Python `re` patterns matched against whole
-topic names (`fullmatch`). Kafka uses re2j, which has no backreferences or lookaround: a regex
-using those is refused by Kafka and accepted here; for the common syntax both agree.
+Regular expressions (`subscribed_topic_regex`) have Kafka's re2j syntax (`topic_regex`: what re2j
+refuses, backreferences, lookaround, possessive quantifiers, is refused with re2j's description)
+and are matched against whole topic names (`fullmatch`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ from odradek.coordinator.group import (
 )
 from odradek.coordinator.metadata_manager import GroupMetadataManager
 from odradek.coordinator.records import group_key, group_record
+from odradek.coordinator.topic_regex import Re2jSyntaxError, compile_re2j
+from odradek.coordinator.topic_regex import description as regex_description
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError, ErrorCode, KafkaError
 
@@ -290,11 +292,11 @@ class ConsumerGroupCoordinator:
                            f"assignors: {', '.join(self.config.assignors)}.")
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                compile_re2j(req.subscribed_topic_regex)
+            except (re.error, Re2jSyntaxError) as exc:
                 raise _Refused(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a "
-                               f"valid regular expression: {exc}.") from None
+                               f"valid regular expression: {regex_description(exc)}.") from None
 
     def _coordinator_error(self, group_id: str) -> ErrorCode:
         if not self.is_active():
@@ -535,7 +537,7 @@ class ConsumerGroupCoordinator:
             if member.subscribed_topic_regex:
                 patterns.add(member.subscribed_topic_regex)
         for pattern in patterns:
-            compiled = re.compile(pattern)
+            compiled = compile_re2j(pattern)
             names.update(name for name in topics if compiled.fullmatch(name))
         return {name: topics[name] for name in sorted(names) if name in topics}
 
@@ -548,7 +550,7 @@ class ConsumerGroupCoordinator:
         for member_id, member in members.items():
             topic_names = set(member.subscribed_topic_names)
             if member.subscribed_topic_regex:
-                compiled = re.compile(member.subscribed_topic_regex)
+                compiled = compile_re2j(member.subscribed_topic_regex)
                 topic_names.update(name for name in metadata if compiled.fullmatch(name))
             subscriptions[member_id] = frozenset(metadata[name][0] for name in topic_names
                                                  if name in metadata)
