@@ -53,3 +53,26 @@ def test_out_of_bounds_group_config_is_refused(odradek_broker, capsys):
     assert code == 1 and out == ""
     assert err == ("consumer.session.timeout.ms must be greater than or equal to "
                    "group.consumer.min.session.timeout.ms\n")
+
+
+def test_client_metrics_subscription(odradek_broker, capsys):
+    name = f"sub-{uuid.uuid4().hex[:6]}"
+    bootstrap = ("--bootstrap-server", odradek_broker.bootstrap)
+    code, out, err = run_tool(capsys, *bootstrap, "--entity-type", "client-metrics",
+                              "--entity-name", name, "--alter", "--add-config",
+                              "metrics=[org.apache.kafka.producer.,org.apache.kafka.consumer.],"
+                              "interval.ms=1000")
+    assert code == 0, err
+    assert out == f"Completed updating config for client-metric {name}.\n"
+    code, out, _ = run_tool(capsys, *bootstrap, "--entity-type", "client-metrics", "--describe")
+    assert f"Dynamic configs for client-metric {name} are:" in out.splitlines()
+    code, out, _ = run_tool(capsys, *bootstrap, "--entity-type", "client-metrics",
+                            "--entity-name", name, "--describe")
+    assert out.splitlines() == [
+        f"Dynamic configs for client-metric {name} are:",
+        ("  interval.ms=1000 sensitive=false "
+         "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:interval.ms=1000}"),
+        ("  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false "
+         "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:metrics=org.apache.kafka.producer.,"
+         "org.apache.kafka.consumer.}"),
+    ]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.config import client_metrics
 from odradek.config import group as group_config
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.definition import ConfigDef
@@ -218,6 +219,24 @@ def group_config_entries(broker: group_config.BrokerLookup,
         else:
             value = format_value(definition.type, definition.parse(defaults[name]))
             synonyms = ()
+        entries.append(ConfigEntry(
+            name=name, value=value,
+            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            synonyms=synonyms, config_type=definition.type, documentation=definition.doc))
+    return entries
+
+
+def client_metrics_config_entries(overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a client metrics subscription (Kafka 4.0's ConfigHelper for
+    CLIENT_METRICS resources): each config with the subscription's value (CLIENT_METRICS_CONFIG,
+    its one synonym) or its default (DEFAULT_CONFIG, no synonyms)."""
+    entries = []
+    for name, definition in client_metrics.CLIENT_METRICS_CONFIGS.items():
+        value = format_value(definition.type, definition.parse(
+            overrides[name] if name in overrides else definition.default))
+        synonyms: tuple[ConfigSynonym, ...] = (
+            (ConfigSynonym(name, value, ConfigSource.CLIENT_METRICS_CONFIG),)
+            if name in overrides else ())
         entries.append(ConfigEntry(
             name=name, value=value,
             source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,

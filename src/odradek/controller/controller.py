@@ -7,6 +7,7 @@ image. Nothing here touches the image directly, so the log stays the only source
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import uuid
@@ -14,12 +15,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config import client_metrics
 from odradek.config import group as group_config
 from odradek.config import schema as config_schema
 from odradek.controller.placement import UsableBroker, place_replicas
 from odradek.metadata.image import (
     NO_LEADER,
     RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
     MetadataDelta,
@@ -356,6 +359,8 @@ class ControllerState:
             if not resource_name:
                 return OpResult.fail(ErrorCode.INVALID_REQUEST,
                                      "Group name must not be empty"), []
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            pass  # any subscription name but the empty one (client_metrics.validate)
         elif resource_type != RESOURCE_BROKER:
             return OpResult.fail(
                 ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
@@ -388,12 +393,18 @@ class ControllerState:
             else:
                 return OpResult.fail(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}"), []
         validator = {RESOURCE_TOPIC: self.config_validator,
-                     RESOURCE_GROUP: self.group_config_validator}.get(resource_type)
+                     RESOURCE_GROUP: self.group_config_validator,
+                     RESOURCE_CLIENT_METRICS: functools.partial(client_metrics.validate,
+                                                                resource_name),
+                     }.get(resource_type)
         if validator is not None:
             try:
                 validator(wanted)
             except ValueError as exc:
-                return OpResult.fail(ErrorCode.INVALID_CONFIG, str(exc)), []
+                # Kafka refuses some with INVALID_REQUEST (its InvalidRequestException)
+                code = ErrorCode.INVALID_REQUEST if getattr(exc, "invalid_request", False) \
+                    else ErrorCode.INVALID_CONFIG
+                return OpResult.fail(code, str(exc)), []
         records = []
         # KAFKA-14136: a broker config SET to its current value is written again, so brokers
         # reload what it names (a TLS key store file replaced at the same path).

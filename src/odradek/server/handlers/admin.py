@@ -17,6 +17,7 @@ from odradek.metadata.cache import MetadataCache
 from odradek.metadata.image import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
+    RESOURCE_CLIENT_METRICS,
     RESOURCE_GROUP,
     RESOURCE_TOPIC,
 )
@@ -39,12 +40,12 @@ TOPIC_DENIED = "Topic authorization failed."
 def config_resource_denied(ctx: RequestContext, resource_type: int, name: str,
                            operation: AclOperation) -> ErrorCode | None:
     """The error for a config resource the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS
-    (topics: on the topic; groups: on the group; brokers and loggers: on the cluster), or
-    None."""
+    (topics: on the topic; groups: on the group; brokers, loggers and client metrics
+    subscriptions: on the cluster), or None."""
     if resource_type == RESOURCE_TOPIC:
         return None if ctx.authorize_topic(operation, name) \
             else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         return None if ctx.authorize_cluster(operation) \
             else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if resource_type == RESOURCE_GROUP:
@@ -347,6 +348,13 @@ class AdminApis:
                     entries = self.broker_config_entries(res.resource_name)
                 elif res.resource_type == RESOURCE_BROKER_LOGGER:
                     entries = []
+                elif res.resource_type == RESOURCE_CLIENT_METRICS:
+                    if not res.resource_name:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         "Client metrics subscription name must not be empty")
+                    entries = config_describe.client_metrics_config_entries(
+                        self.cache.image.configs.get(
+                            (RESOURCE_CLIENT_METRICS, res.resource_name), {}))
                 elif res.resource_type == RESOURCE_GROUP:
                     if not res.resource_name:
                         raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -415,6 +423,19 @@ class AdminApis:
                 error_code=result.error, error_message=result.message,
                 resource_type=res.resource_type, resource_name=res.resource_name))
         return R(responses=out)
+
+    def list_client_metrics_resources(self, ctx: RequestContext,
+                                      req: m.ListClientMetricsResourcesRequest):
+        """The client metrics subscriptions (CLIENT_METRICS config resources that set
+        something), as Kafka 4.0: DESCRIBE_CONFIGS on the cluster needed."""
+        R = m.ListClientMetricsResourcesResponse
+        if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     client_metrics_resources=[])
+        names = sorted(name for kind, name in self.cache.image.configs
+                       if kind == RESOURCE_CLIENT_METRICS)
+        return R(error_code=ErrorCode.NONE, client_metrics_resources=[
+            R.ClientMetricsResource(name=name) for name in names])
 
     def delete_records(self, ctx: RequestContext, req: m.DeleteRecordsRequest):
         R = m.DeleteRecordsResponse
