@@ -233,7 +233,7 @@ def client_metrics_config_entries(overrides: Mapping[str, str]) -> list[ConfigEn
     entries = []
     for name, definition in client_metrics.CLIENT_METRICS_CONFIGS.items():
         value = format_value(definition.type, definition.parse(
-            overrides[name] if name in overrides else definition.default))
+            overrides.get(name, definition.default)))
         synonyms: tuple[ConfigSynonym, ...] = (
             (ConfigSynonym(name, value, ConfigSource.CLIENT_METRICS_CONFIG),)
             if name in overrides else ())
