@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import uuid
 
 import pytest
 from broker_process import ODRADEK, BrokerProcess
@@ -15,6 +16,9 @@ from broker_process import ODRADEK, BrokerProcess
 from odradek.cli import features
 from odradek.cli import storage as storage_tool
 from odradek.cli.common import ToolError
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from tests.server.raw_client import RawClient
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -101,6 +105,24 @@ def test_format_release_version_is_the_clusters_bootstrap(node_at_3_9, capsys):
         "transaction.version": "1"}
 
 
+def consumer_group_heartbeat(node) -> int:
+    """The error code of a ConsumerGroupHeartbeat joining a fresh group."""
+    with RawClient(node.host, node.port) as client:
+        found = client.call(10, 4, m.FindCoordinatorRequest(key_type=0,
+                                                            coordinator_keys=["kip848"]))
+        assert found.coordinators[0].error_code == ErrorCode.NONE
+        return client.call(68, 0, m.ConsumerGroupHeartbeatRequest(
+            group_id="kip848", member_id=uuid.uuid4().hex, member_epoch=0,
+            rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+            topic_partitions=[])).error_code
+
+
+def test_consumer_protocol_refused_below_group_version_1(node_at_3_9):
+    """Kafka 4.0: without group.version 1 the consumer protocol is not enabled, and its
+    requests get the non-retriable UNSUPPORTED_VERSION."""
+    assert consumer_group_heartbeat(node_at_3_9) == ErrorCode.UNSUPPORTED_VERSION
+
+
 def test_dependency_refused_then_release_upgrade(node_at_3_9, capsys):
     bootstrap = ("--bootstrap-server", node_at_3_9.bootstrap)
     # A dry run of the whole release: every feature that has a level above 0 for 4.0-IV3.
@@ -115,6 +137,7 @@ def test_dependency_refused_then_release_upgrade(node_at_3_9, capsys):
     assert finalized(capsys, node_at_3_9) == {
         "group.version": "1", "kraft.version": "1", "metadata.version": "4.0-IV3",
         "transaction.version": "1"}
+    assert consumer_group_heartbeat(node_at_3_9) == ErrorCode.NONE
     # metadata.version cannot drop below what kraft.version 1 needs in the same request.
     code, out, err = run(capsys, *bootstrap, "downgrade", "--metadata", "3.8",
                          "--feature", "kraft.version=1", "--dry-run")

@@ -764,7 +764,10 @@ class Broker:
                              cache, OffsetsTopicCreator(self.config, cache, create_topics),
                              transactions=transactions,
                              ensure_transaction_topic=TransactionStateTopicCreator(
-                                 self.config, cache, create_topics)),
+                                 self.config, cache, create_topics),
+                             consumer_protocol_configured="consumer" in {
+                                 protocol.lower() for protocol in
+                                 self.config.get("group.coordinator.rebalance.protocols")}),
             admin=admin,
             producer_ids=ProducerIdApis(self.producer_ids, transactions),
             raft=raft,
