@@ -52,6 +52,7 @@ from odradek.client.subscription import (
     OffsetAndMetadata,
     OffsetResetStrategy,
     OffsetStore,
+    SubscriptionPattern,
     SubscriptionState,
 )
 from odradek.client.sync import SyncFacade, blocking
@@ -227,16 +228,29 @@ class AsyncConsumer:
             await self.coordinator.unsubscribe()
         self.fetcher.drop(self.subscriptions.assign_from_user([]))
 
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str] | SubscriptionPattern, *,
                   pattern: str | re.Pattern[str] | None = None,
                   listener: RebalanceListener | None = None) -> None:
-        """Join the consumer group (``group.id``) for `topics` (names, or a compiled regular
-        expression matched against every topic name); the group assigns the partitions on
-        the next `poll`s. `listener`'s ``on_partitions_revoked`` / ``on_partitions_assigned``
+        """Join the consumer group (``group.id``) for `topics` (names, a compiled regular
+        expression matched against every topic name by this client, or a `SubscriptionPattern`
+        the coordinator resolves, with group.protocol=consumer); the group assigns the
+        partitions on the next `poll`s. `listener`'s ``on_partitions_revoked`` / ``on_partitions_assigned``
         / ``on_partitions_lost`` run around each rebalance."""
         self._check_open()
         if self.coordinator is None:
             raise KafkaError(ErrorCode.INVALID_GROUP_ID, NoGroupOffsetStore.MESSAGE)
+        if isinstance(topics, SubscriptionPattern):
+            if not isinstance(self.coordinator, ConsumerGroupMembership):
+                # the consumer's group protocol is wrong, not the argument's type
+                raise ValueError(  # noqa: TRY004
+                    "A SubscriptionPattern (a regular expression resolved by the broker) needs "
+                    "group.protocol=consumer")
+            if not self.coordinator.subscribed and self.subscriptions.assignment:
+                raise RuntimeError("Subscription to topics, partitions and pattern are "
+                                   "mutually exclusive")
+            self.coordinator.subscribe([], None, listener, server_regex=topics.pattern)
+            self._request_metadata()
+            return
         if isinstance(topics, re.Pattern):
             topics, pattern = [], topics
         elif isinstance(topics, str):
@@ -260,7 +274,8 @@ class AsyncConsumer:
         coordinator = self.coordinator
         if coordinator is None or not coordinator.subscribed:
             return set()
-        return set(coordinator.subscribed_topics if coordinator.pattern is not None
+        return set(coordinator.subscribed_topics
+                   if coordinator.pattern is not None or coordinator.server_regex is not None
                    else coordinator.topics)
 
     def group_metadata(self) -> ConsumerGroupMetadata | None:
@@ -610,7 +625,7 @@ class Consumer(SyncFacade[AsyncConsumer]):
     subscription = on_loop(AsyncConsumer.subscription)
     group_metadata = on_loop(AsyncConsumer.group_metadata)
 
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str] | SubscriptionPattern, *,
                   pattern: str | re.Pattern[str] | None = None,
                   listener: RebalanceListener | None = None) -> None:
         """`AsyncConsumer.subscribe`; the listener's callbacks run in a worker thread while
