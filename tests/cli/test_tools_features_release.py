@@ -76,9 +76,11 @@ def test_format_levels():
     version, levels = storage_tool.format_feature_levels(None, [], False)
     assert (version, levels) == ("4.0-IV3", {"metadata.version": 25, "kraft.version": 0,
                                              "transaction.version": 1, "group.version": 1})
-    assert storage_tool.format_feature_levels("3.9-IV0", ["group.version=1"], True)[1] == {
-        "metadata.version": 21, "kraft.version": 1, "transaction.version": 0,
-        "group.version": 1}
+    dynamic = storage_tool.format_feature_levels("3.9-IV0", ["group.version=1"], True)[1]
+    assert dynamic == {"metadata.version": 21, "kraft.version": 1, "transaction.version": 0,
+                       "group.version": 1}
+    assert [(r.name, r.feature_level) for r in storage_tool.feature_level_records(dynamic)] == [
+        ("metadata.version", 21), ("kraft.version", 1), ("group.version", 1)]
     assert [(r.name, r.feature_level) for r in storage_tool.feature_level_records(levels)] == [
         ("metadata.version", 25), ("transaction.version", 1), ("group.version", 1)]
     refusals = {

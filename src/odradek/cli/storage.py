@@ -142,12 +142,12 @@ def format_feature_levels(release_version: str | None, feature_args: list[str],
 
 def feature_level_records(levels: Mapping[str, int]) -> list[Any]:
     """The bootstrap FeatureLevelRecords of `format_feature_levels`' levels: metadata.version
-    and every other feature above 0 but kraft.version (the quorum's own, as Kafka's
-    BootstrapMetadata)."""
+    and every other feature above 0. kraft.version 1 (a dynamic quorum) is among them, as
+    Kafka 4.0.0's bootstrap metadata has it: that is where ApiVersions' finalized kraft.version
+    comes from (Kafka 4.0.1+ reads the quorum's instead, KAFKA-18979; same answer)."""
     return [m.FeatureLevelRecord(name=name, feature_level=level)
             for name, level in levels.items()
-            if name == features.METADATA_VERSION_FEATURE
-            or (level > 0 and name != features.KRAFT_VERSION_FEATURE)]
+            if name == features.METADATA_VERSION_FEATURE or level > 0]
 
 
 def random_uuid() -> str:
