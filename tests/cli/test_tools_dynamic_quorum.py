@@ -12,7 +12,7 @@ from pathlib import Path
 from broker_process import ODRADEK, free_port, wait_until
 from cluster.quorum_cluster import HOST, ClusterNode
 
-from odradek.cli import metadata_quorum
+from odradek.cli import features, metadata_quorum
 from odradek.storage.checkpoint import read_meta_properties
 
 START_TIMEOUT_S = 60.0
@@ -93,6 +93,11 @@ def test_grow_and_shrink_a_standalone_quorum(tmp_path, capsys):
                    START_TIMEOUT_S, interval=0.5, message="node 2 to observe the quorum")
         out = status(capsys, bootstrap, short_calls)
         assert "LeaderId:               1\n" in out
+        # A quorum formatted with --standalone has kraft.version 1 finalized.
+        assert features.main(["--bootstrap-server", f"{HOST}:{first.port}", "describe"]) == 0
+        described = capsys.readouterr().out
+        assert "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t" \
+            "FinalizedVersionLevel: 1\t" in described, described
         assert f"CurrentVoters:          [{voter_text(first)}]\n" in out
 
         # add-controller with node 2's own config, through node 1's controller listener.

@@ -132,7 +132,8 @@ def test_add_and_remove_controller_refused_by_a_static_quorum(node, meta, capsys
 # features
 
 
-# Kafka 4.0's kafka-features.sh describe: every supported feature, sorted by name.
+# Kafka 4.0's kafka-features.sh describe: every supported feature, sorted by name; a new cluster
+# has each feature at its level for 4.0-IV3 (`features version-mapping`).
 DESCRIBE_LINES = re.compile(
     r"Feature: group\.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
     r"FinalizedVersionLevel: 1\tEpoch: (?P<epoch>\d+)\n"
@@ -142,7 +143,7 @@ DESCRIBE_LINES = re.compile(
     r"SupportedMaxVersion: 4\.0-IV3\tFinalizedVersionLevel: (?P<level>\S+)\t"
     r"Epoch: (?P=epoch)\n"
     r"Feature: transaction\.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
-    r"FinalizedVersionLevel: 0\tEpoch: (?P=epoch)\n")
+    r"FinalizedVersionLevel: 1\tEpoch: (?P=epoch)\n")
 
 
 def describe(capsys, node) -> tuple[str, int]:
@@ -314,9 +315,11 @@ def test_shell_directory_find_and_tree(metadata_copy, capsys):
     code, out, _ = run(capsys, metadata_shell, "--snapshot", str(metadata_copy), "find",
                        "/image/features")
     assert (code, out) == (0, ("/image/features\n/image/features/finalized_group.version\n"
+                              "/image/features/finalized_transaction.version\n"
                               "/image/features/metadataVersion\n"))
     _, out, _ = run(capsys, metadata_shell, "-s", str(metadata_copy), "tree", "/image/features")
-    assert out == "finalized_group.version:\n  1\nmetadataVersion:\n  4.0-IV3\n"
+    assert out == ("finalized_group.version:\n  1\nfinalized_transaction.version:\n  1\n"
+                   "metadataVersion:\n  4.0-IV3\n")
     # Globs, as Kafka's shell expands them (ls of a file prints its name, cat its content).
     _, out, _ = run(capsys, metadata_shell, "-s", str(metadata_copy), "cat",
                     "/image/topics/byName/*/name")

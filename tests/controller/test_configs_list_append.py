@@ -71,3 +71,30 @@ def test_broker_list_config_append_and_subtract_start_from_the_default(key):
             subtracted = _alter(image, RESOURCE_BROKER, resource_name, key, OP_SUBTRACT,
                                 default[0])
             assert subtracted == format_value(ConfigType.LIST, default[1:])
+
+
+CLIENT_METRICS_LISTS = {"metrics": ("org.apache.kafka.producer.", "org.apache.kafka.consumer."),
+                        "match": ("client_id=perf-.*", "client_software_name=confluent.*")}
+
+
+def test_every_list_config_of_other_resources_is_covered():
+    """Groups have no list configs; client metrics subscriptions have two (Kafka 4.0)."""
+    from odradek.config.client_metrics import CLIENT_METRICS_CONFIGS
+    from odradek.config.group import GROUP_CONFIGS
+    assert [n for n, d in GROUP_CONFIGS.items() if d.type == ConfigType.LIST] == []
+    assert sorted(n for n, d in CLIENT_METRICS_CONFIGS.items()
+                  if d.type == ConfigType.LIST) == sorted(CLIENT_METRICS_LISTS)
+
+
+@pytest.mark.parametrize("key", sorted(CLIENT_METRICS_LISTS))
+def test_client_metrics_list_config_append_and_subtract(key):
+    """Client metrics subscriptions (resource type 16): the default is the empty list."""
+    first, second = CLIENT_METRICS_LISTS[key]
+    image = _image()
+    result, records = controller().alter_configs(image, 16, "sub", [(key, OP_APPEND, first)],
+                                                 incremental=True)
+    assert result.error == ErrorCode.NONE, result.message
+    image = replay_all(image, records)
+    assert image.configs[(16, "sub")][key] == first
+    assert _alter(image, 16, "sub", key, OP_APPEND, second) == f"{first},{second}"
+    assert _alter(image, 16, "sub", key, OP_SUBTRACT, first) == ""

@@ -237,3 +237,28 @@ def test_metadata_changed_between():
     assert not metadata_changed_between(17, 20) and not metadata_changed_between(20, 17)
     assert metadata_changed_between(16, 17) and metadata_changed_between(16, 20)
     assert not metadata_changed_between(9, 10) and metadata_changed_between(10, 11)
+
+
+def test_dependencies_are_checked_against_the_proposed_levels():
+    """Kafka 4.0's Feature.validateVersion: kraft.version 1 needs metadata.version 3.9-IV0
+    (21), whether it is finalized already or upgraded in the same request."""
+    results, records = run(image_with(20), FeatureUpdate("kraft.version", 1))
+    assert results == {"kraft.version": invalid(
+        "Invalid update version 1 for feature kraft.version. kraft.version could not be set to "
+        "1 because it depends on metadata.version level 21")}
+    assert records == []
+    results, records = run(image_with(20), FeatureUpdate("kraft.version", 1),
+                           FeatureUpdate(MV, 21))
+    assert results == {"kraft.version": ok(), MV: ok()}
+    assert {(r.name, r.feature_level) for r in records} == {("kraft.version", 1), (MV, 21)}
+    # group.version 1 has no dependency besides the minimum metadata.version.
+    assert run(image_with(7), FeatureUpdate("group.version", 1))[0] == {"group.version": ok()}
+
+
+def test_default_levels_follow_kafka_4_0s_bootstrap_versions():
+    from odradek.controller.features import bootstrap_feature_levels, default_level
+    assert [default_level("group.version", mv) for mv in (7, 21, 22, 25)] == [0, 0, 1, 1]
+    assert [default_level("kraft.version", mv) for mv in (20, 21)] == [0, 1]
+    assert [default_level("transaction.version", mv) for mv in (23, 24)] == [0, 1]
+    assert bootstrap_feature_levels(25) == {"group.version": 1, "transaction.version": 1}
+    assert bootstrap_feature_levels(20) == {}

@@ -67,8 +67,11 @@ def test_admin_changes_are_metadata_records_replayed_at_restart(fresh_broker):
     records = _metadata_records(broker.data_dir)
     data = [r for _epoch, r in records if r != "LeaderChange"]
     kinds = [type(r).__name__ for r in data]
-    # metadata.version and group.version, then the broker's registration
-    assert kinds[:3] == ["FeatureLevelRecord", "FeatureLevelRecord", "RegisterBrokerRecord"]
+    # metadata.version, group.version and transaction.version (their 4.0-IV3 levels), then the
+    # broker's registration
+    assert kinds[:4] == ["FeatureLevelRecord"] * 3 + ["RegisterBrokerRecord"]
+    assert {(r.name, r.feature_level) for r in data[:3]} == {
+        ("metadata.version", 25), ("group.version", 1), ("transaction.version", 1)}
     topics = {r.name: r.topic_id for r in data if isinstance(r, m.TopicRecord)}
     assert set(topics) == {"kept", "dropped"}
     assert topics["kept"] == kept_id  # the id clients were given

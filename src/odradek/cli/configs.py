@@ -54,11 +54,12 @@ from odradek.client.admin_quotas import (
     ClientQuotaFilterComponent,
 )
 
-TOPICS, BROKERS, BROKER_LOGGERS = "topics", "brokers", "broker-loggers"
+TOPICS, BROKERS, BROKER_LOGGERS, GROUPS = "topics", "brokers", "broker-loggers", "groups"
+CLIENT_METRICS = "client-metrics"
 ENTITY_TYPES = ["broker-loggers", "topics", "clients", "users", "brokers", "ips",
                 "client-metrics", "groups"]
 USERS, CLIENTS, IPS = "users", "clients", "ips"
-SUPPORTED = (TOPICS, BROKERS, USERS, CLIENTS, IPS)
+SUPPORTED = (TOPICS, BROKERS, USERS, CLIENTS, IPS, GROUPS, CLIENT_METRICS)
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 # Kafka's QuotaConfig: the quota keys of users and clients, and of ips.
 CLIENT_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
@@ -202,7 +203,7 @@ def check_args(options: ParsedOptions, types: list[str], names: list[str]) -> No
                                      "--delete-config must be specified with --alter")
     if types[0] not in SUPPORTED:
         raise ConfigCommandError(f"Entity type {types[0]} is not supported yet by this tool "
-                                 "(only topics, brokers, users, clients and ips)")
+                                 "(only topics, brokers, users, clients, ips, groups and client-metrics)")
 
 
 def parse_configs_to_add(options: ParsedOptions) -> dict[str, str]:
@@ -231,12 +232,20 @@ def parse_configs_to_delete(options: ParsedOptions) -> list[str]:
 
 
 def _resource(entity_type: str, name: str) -> ConfigResource:
+    if entity_type == GROUPS:
+        return ConfigResource.group(name)
+    if entity_type == CLIENT_METRICS:
+        return ConfigResource.client_metrics(name)
     return ConfigResource.topic(name) if entity_type == TOPICS else ConfigResource.broker(name)
 
 
 def _dynamic_source(entity_type: str, name: str) -> ConfigSource:
     if entity_type == TOPICS:
         return ConfigSource.DYNAMIC_TOPIC_CONFIG
+    if entity_type == GROUPS:
+        return ConfigSource.GROUP_CONFIG
+    if entity_type == CLIENT_METRICS:
+        return ConfigSource.CLIENT_METRICS_CONFIG
     return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else \
         ConfigSource.DYNAMIC_BROKER_CONFIG
 
@@ -272,7 +281,8 @@ async def describe(admin: AdminClient, entity_type: str, name: str | None,
                 print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.",
                       file=out)
                 return
-        elif name != "":
+        elif name != "" and entity_type not in (GROUPS, CLIENT_METRICS):
+            # (a group or a subscription need not exist to be described)
             nodes = (await admin.describe_cluster()).nodes
             if not any(str(node.id) == name for node in nodes):
                 print(f"The {singular} '{name}' doesn't exist and doesn't have dynamic config.",
@@ -282,6 +292,10 @@ async def describe(admin: AdminClient, entity_type: str, name: str | None,
         entities = [name]
     elif entity_type == TOPICS:
         entities = list(await admin.list_topics(include_internal=True))
+    elif entity_type == GROUPS:
+        entities = sorted(listing.group_id for listing in await admin.list_groups())
+    elif entity_type == CLIENT_METRICS:
+        entities = await admin.list_client_metrics_resources()
     else:
         entities = [str(node.id) for node in (await admin.describe_cluster()).nodes] + [""]
     for entity in entities:

@@ -36,6 +36,7 @@ from odradek.cli.kraft_client import (
 )
 from odradek.cli.storage import METADATA_VERSIONS, parse_release_version
 from odradek.cli.tool_options import load_properties_file
+from odradek.controller import features as controller_features
 from odradek.protocol import messages as m
 from odradek.protocol.errors import KafkaError
 
@@ -85,12 +86,18 @@ def build_parser() -> ToolArgumentParser:
              "to the KRaft quorum.")
     parser.add_argument("--command-config",
                         help="Property file containing configs to be passed to Admin Client.")
-    commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{describe,upgrade,downgrade,disable}")
+    commands = parser.add_subparsers(
+        dest="command", required=True,
+        metavar="{describe,upgrade,downgrade,disable,version-mapping,feature-dependencies}")
     commands.add_parser("describe", help="Describes the current active feature flags.")
     upgrade = commands.add_parser("upgrade", help="Upgrade one or more feature flags.")
     upgrade.add_argument("--metadata", help="The level to which we should upgrade the metadata. "
                                             "For example, 3.3-IV3.")
+    upgrade.add_argument("--release-version",
+                         help="The release version to update all features to. For example, "
+                              "3.9-IV0 will set metadata.version=21 and kraft.version=1. Use "
+                              "the version-mapping command to learn which features will be set "
+                              "for any given version.")
     upgrade.add_argument("--feature", action="append",
                          help="A feature upgrade we should perform, in feature=level format. "
                               "For example: `metadata.version=5`.")
@@ -99,6 +106,11 @@ def build_parser() -> ToolArgumentParser:
     downgrade = commands.add_parser("downgrade", help="Upgrade one or more feature flags.")
     downgrade.add_argument("--metadata", help="The level to which we should downgrade the "
                                               "metadata. For example, 3.3-IV0.")
+    downgrade.add_argument("--release-version",
+                           help="The release version to downgrade all features to. For "
+                                "example, 3.9-IV0 will set metadata.version=21 and "
+                                "kraft.version=1. Use the version-mapping command to learn "
+                                "which features will be set for any given version.")
     downgrade.add_argument("--feature", action="append",
                            help="A feature downgrade we should perform, in feature=level "
                                 "format. For example: `metadata.version=5`.")
@@ -115,6 +127,22 @@ def build_parser() -> ToolArgumentParser:
                               "metadata.")
     disable.add_argument("--dry-run", action="store_true",
                          help="Perform a dry-run of this disable operation.")
+    mapping = commands.add_parser(
+        "version-mapping", help="Look up the corresponding features for a given metadata "
+                                "version. Using the command with no --release-version  argument "
+                                "will return the mapping for the latest stable metadata version")
+    mapping.add_argument("--release-version",
+                         help=f"The release version to use for the corresponding feature "
+                              f"mapping. The minimum is {MINIMUM_BOOTSTRAP_VERSION}; the "
+                              f"default is {METADATA_VERSIONS[-1]}")
+    dependencies = commands.add_parser(
+        "feature-dependencies", help="Look up dependencies for a given feature version. If the "
+                                     "feature is not known or the version not yet defined, an "
+                                     "error is thrown. Multiple features can be specified.")
+    dependencies.add_argument("--feature", action="append", required=True,
+                              help="The feature and version to look up dependencies for, in "
+                                   "feature=version format. For example: "
+                                   "`metadata.version=5`.")
     return parser
 
 
@@ -146,7 +174,62 @@ def _metadata_level(text: str) -> int:
                         f"{', '.join(METADATA_VERSIONS[first:])}") from None
 
 
+def release_version_updates(text: str, upgrade_type: int) -> dict[str, int]:
+    """`--release-version V`: metadata.version V and every feature at its level for V (an
+    upgrade leaves out the features whose level for V is 0), as Kafka's FeatureCommand."""
+    level = _metadata_level(text)
+    updates = {METADATA_VERSION_FEATURE: level}
+    for name in controller_features.FEATURE_VERSIONS:
+        feature_level = controller_features.default_level(name, level)
+        if upgrade_type != UPGRADE or feature_level > 0:
+            updates[name] = feature_level
+    return updates
+
+
+def version_mapping_lines(release_version: str | None) -> list[str]:
+    """`version-mapping`: metadata.version and each feature's level for a release version (by
+    default the latest), in Kafka's Feature order."""
+    name = release_version or METADATA_VERSIONS[-1]
+    level = _metadata_level(name)
+    return [f"metadata.version={level} ({name})"] + [
+        f"{feature}={controller_features.default_level(feature, level)}"
+        for feature in controller_features.FEATURE_VERSIONS]
+
+
+def feature_dependencies_lines(feature_args: list[str]) -> list[str]:
+    """`feature-dependencies`: what each feature=level needs (metadata.version needs nothing)."""
+    lines = []
+    for text in feature_args:
+        name, level = parse_name_and_level(text)
+        if name == METADATA_VERSION_FEATURE:
+            if not 1 <= level <= len(METADATA_VERSIONS):
+                raise ToolError(f"Unknown metadata.version {level}")
+            lines.append(f"{name}={level} ({METADATA_VERSIONS[level - 1]}) has no dependencies.")
+            continue
+        if name not in controller_features.FEATURE_VERSIONS:
+            raise ToolError(f"Unknown feature: {name}")
+        try:
+            version = controller_features.feature_version(name, level)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        if not version.dependencies:
+            lines.append(f"{name}={level} has no dependencies.")
+            continue
+        lines.append(f"{name}={level} requires:")
+        for needed, needed_level in version.dependencies.items():
+            shown = (f" ({METADATA_VERSIONS[needed_level - 1]})"
+                     if needed == METADATA_VERSION_FEATURE else "")
+            lines.append(f"    {needed}={needed_level}{shown}")
+    return lines
+
+
 def requested_updates(args: argparse.Namespace) -> dict[str, int]:
+    release_version = getattr(args, "release_version", None)
+    if release_version is not None:
+        if getattr(args, "metadata", None) is not None or args.feature:
+            raise ToolError("Can not specify `release-version` with other feature flags.")
+        upgrade_type = UPGRADE if args.command == "upgrade" else SAFE_DOWNGRADE
+        return release_version_updates(release_version, upgrade_type)
     updates: dict[str, int] = {}
     if getattr(args, "metadata", None) is not None:
         updates[METADATA_VERSION_FEATURE] = _metadata_level(args.metadata)
@@ -231,6 +314,14 @@ def execute(args: argparse.Namespace) -> int:
     props = load_properties_file(args.command_config) if args.command_config else {}
     to_controllers = args.bootstrap_controller is not None
     props["bootstrap.servers"] = args.bootstrap_controller or args.bootstrap_server
+    if args.command == "version-mapping":
+        for line in version_mapping_lines(args.release_version):
+            print(line)
+        return 0
+    if args.command == "feature-dependencies":
+        for line in feature_dependencies_lines(args.feature):
+            print(line)
+        return 0
     if args.command == "describe":
         async def describe(client: KraftClient) -> m.ApiVersionsResponse:
             return await client.api_versions()

@@ -31,6 +31,7 @@ from odradek.cli.common import ToolArgumentParser, ToolError, configure_logging,
 from odradek.config.listeners import Endpoint, parse_endpoints
 from odradek.controller import features
 from odradek.controller.bootstrap import parse_add_scram, write_bootstrap_records
+from odradek.protocol import messages as m
 from odradek.protocol.ids import kafka_str_to_uuid, uuid_to_kafka_str
 from odradek.raft.config import METADATA_PARTITION, METADATA_TOPIC
 from odradek.raft.snapshot import FileSnapshotStore, OffsetAndEpoch, bootstrap_snapshot
@@ -75,6 +76,78 @@ def parse_release_version(text: str) -> str:
     if same_release:
         return same_release[-1]
     raise ToolError(f"Version {text} is not a valid version")
+
+
+def format_feature_levels(release_version: str | None, feature_args: list[str],
+                          dynamic_quorum: bool) -> tuple[str, dict[str, int]]:
+    """Kafka 4.0's Formatter: the metadata.version and the level of every feature a formatted
+    cluster starts with. `--release-version` (or `--feature metadata.version=N`) sets
+    metadata.version, by default the latest; each other feature defaults to its level for that
+    metadata.version (`version-mapping`), kraft.version to 1 with a dynamic quorum flag and 0
+    otherwise; `--feature name=level` overrides a default. Every level must exist and its
+    dependencies hold."""
+    requested: dict[str, int] = {}
+    for text in feature_args:
+        name, sep, level_text = text.partition("=")
+        if not sep:
+            raise ToolError(f"Can't parse feature=level string {text}: equals sign not found.")
+        try:
+            requested[name.strip()] = int(level_text.strip())
+        except ValueError:
+            raise ToolError(f"Can't parse feature=level string {text}: unable to parse "
+                            f"{level_text.strip()} as a short.") from None
+    mv_name = features.METADATA_VERSION_FEATURE
+    if mv_name in requested:
+        if release_version is not None:
+            raise ToolError("Use --release-version instead of --feature metadata.version=X to "
+                            "avoid ambiguity.")
+        level = requested.pop(mv_name)
+        if not 1 <= level <= len(METADATA_VERSIONS):
+            raise ToolError(f"No MetadataVersion with feature level {level}.")
+        release_version = METADATA_VERSIONS[level - 1]
+    version = release_version or LATEST_METADATA_VERSION
+    if metadata_version_level(version) < features.MINIMUM_KRAFT_VERSION:
+        raise ToolError(f"Unsupported metadata.version {version}: the minimum is "
+                        f"{METADATA_VERSIONS[features.MINIMUM_KRAFT_VERSION - 1]}.")
+    known = sorted(features.FEATURE_VERSIONS)
+    for name in requested:
+        if name not in features.FEATURE_VERSIONS:
+            raise ToolError(f"Unsupported feature: {name}. Supported features are: "
+                            f"{', '.join(known)}")
+    levels = {mv_name: metadata_version_level(version)}
+    kraft = requested.get(features.KRAFT_VERSION_FEATURE)
+    if kraft is not None and kraft == 0 and dynamic_quorum:
+        raise ToolError("Cannot set kraft.version to 0 if controller.quorum.voters is empty and "
+                        "one of the flags --standalone, --initial-controllers, or "
+                        "--no-initial-controllers is used. For dynamic controllers support, "
+                        "try removing the --feature flag for kraft.version.")
+    if kraft is not None and kraft != 0 and not dynamic_quorum:
+        raise ToolError(f"Cannot set kraft.version to {kraft} unless controller.quorum.voters "
+                        "is empty and one of the flags --standalone, --initial-controllers, or "
+                        "--no-initial-controllers is used. For dynamic controllers support, try "
+                        "using one of --standalone, --initial-controllers, or "
+                        "--no-initial-controllers and removing controller.quorum.voters.")
+    for name in features.FEATURE_VERSIONS:
+        if name == features.KRAFT_VERSION_FEATURE:
+            levels[name] = kraft if kraft is not None else int(dynamic_quorum)
+        else:
+            levels[name] = requested.get(name, features.default_level(name, levels[mv_name]))
+    for name, level in levels.items():
+        if name != mv_name:
+            reason = features.dependency_error(name, level, levels)
+            if reason is not None:
+                raise ToolError(reason)
+    return version, levels
+
+
+def feature_level_records(levels: Mapping[str, int]) -> list[Any]:
+    """The bootstrap FeatureLevelRecords of `format_feature_levels`' levels: metadata.version
+    and every other feature above 0. kraft.version 1 (a dynamic quorum) is among them, as
+    Kafka 4.0.0's bootstrap metadata has it: that is where ApiVersions' finalized kraft.version
+    comes from (Kafka 4.0.1+ reads the quorum's instead, KAFKA-18979; same answer)."""
+    return [m.FeatureLevelRecord(name=name, feature_level=level)
+            for name, level in levels.items()
+            if name == features.METADATA_VERSION_FEATURE or level > 0]
 
 
 def random_uuid() -> str:
@@ -481,8 +554,13 @@ def _build_parser() -> ToolArgumentParser:
              "saltedpassword=); may be repeated.")
     format_parser.add_argument(
         "--release-version", "-r",
-        help=f"The metadata.version to start with; at least 3.0-IV1, by default "
-             f"{LATEST_METADATA_VERSION}.")
+        help=f"The release version to use for the initial feature settings. The minimum is "
+             f"{METADATA_VERSIONS[features.MINIMUM_KRAFT_VERSION - 1]}; the default is "
+             f"{LATEST_METADATA_VERSION}")
+    format_parser.add_argument(
+        "--feature", "-f", action="append", default=[],
+        help="The setting to use for a specific feature, in feature=level format. For "
+             "example: `kraft.version=1`.")
     quorum = format_parser.add_mutually_exclusive_group()
     quorum.add_argument(
         "--standalone", "-s", action="store_true",
@@ -555,21 +633,25 @@ def _run(argv: list[str]) -> int:
     config = _load_config(args.config)
     if args.command == "info":
         return info(config, sys.stdout)
-    release_version = (parse_release_version(args.release_version)
-                       if args.release_version is not None else LATEST_METADATA_VERSION)
+    requested_version = (parse_release_version(args.release_version)
+                         if args.release_version is not None else None)
     initial_voters = initial_voters_for_format(config, args.standalone,
                                                args.initial_controllers,
                                                args.no_initial_controllers)
     dynamic_quorum = (args.standalone or args.no_initial_controllers
                       or args.initial_controllers is not None)
+    release_version, levels = format_feature_levels(requested_version, args.feature,
+                                                    dynamic_quorum)
     try:
         scram_records = [parse_add_scram(text) for text in args.add_scram]
     except (ConfigError, ValueError) as exc:
         raise ToolError(str(exc)) from exc
+    # The bootstrap file carries the release version and features: the first active controller
+    # writes them into the metadata log as they are (server/broker.py).
     format_directories(config, args.cluster_id, sys.stdout,
                        ignore_formatted=args.ignore_formatted, release_version=release_version,
                        dynamic_quorum=dynamic_quorum, initial_voters=initial_voters,
-                       bootstrap_records=scram_records)
+                       bootstrap_records=[*feature_level_records(levels), *scram_records])
     return 0
 
 

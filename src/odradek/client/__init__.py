@@ -83,6 +83,7 @@ from odradek.client.subscription import (
     OffsetAndMetadata,
     OffsetResetStrategy,
     OffsetStore,
+    SubscriptionPattern,
 )
 from odradek.client.transactions import (
     PreparedTransaction,
@@ -157,6 +158,7 @@ __all__ = [
     "RecordMetadata",
     "ReplicaInfo",
     "ScramCredentialInfo",
+    "SubscriptionPattern",
     "TopicDescription",
     "TopicListing",
     "TopicMetadata",

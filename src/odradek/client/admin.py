@@ -644,6 +644,23 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
         return await self.cluster.call("describeCluster", attempt, timeout_ms=timeout_ms,
                                        retriable=lambda e: _is_transient(e, _BROKER_RETRY))
 
+    async def list_client_metrics_resources(self, *,
+                                            timeout_ms: float | None = None) -> list[str]:
+        """The names of the client metrics subscriptions (ListClientMetricsResources)."""
+
+        async def attempt(deadline: Deadline) -> list[str]:
+            connection = await self.cluster.any_connection(deadline)
+            response = await self._request(connection, m.ListClientMetricsResourcesRequest(),
+                                           deadline)
+            error = error_from_code(response.error_code, None)
+            if error is not None:
+                raise error
+            return sorted(r.name for r in response.client_metrics_resources)
+
+        return await self.cluster.call("listClientMetricsResources", attempt,
+                                       timeout_ms=timeout_ms,
+                                       retriable=lambda e: _is_transient(e, _BROKER_RETRY))
+
     async def describe_log_dirs(
         self,
         broker_ids: Iterable[int] | None = None,

@@ -229,7 +229,12 @@ class GroupAdmin:
                     groups=[group_id],
                     include_authorized_operations=include_authorized_operations))
                 (group,) = response.groups
-                raise_for(group.error_code)
+                if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                    # DescribeGroups v6 (Kafka 4.0) names an absent group with an error where
+                    # older versions answer Dead: this client keeps answering Dead.
+                    group.group_state = "Dead"
+                else:
+                    raise_for(group.error_code, group.error_message)
                 return _group_description(group, coordinator.node)
 
             return await self._with_coordinator("describeConsumerGroups", group_id, send,

@@ -67,6 +67,14 @@ class ConfigResource:
     def broker(cls, node_id: int | str = "") -> ConfigResource:
         return cls(ConfigResourceType.BROKER, str(node_id))
 
+    @classmethod
+    def group(cls, group_id: str) -> ConfigResource:
+        return cls(ConfigResourceType.GROUP, group_id)
+
+    @classmethod
+    def client_metrics(cls, subscription: str) -> ConfigResource:
+        return cls(ConfigResourceType.CLIENT_METRICS, subscription)
+
     def __str__(self) -> str:
         return f"ConfigResource(type={self.type.name}, name='{self.name}')"
 

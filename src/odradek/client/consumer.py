@@ -43,7 +43,7 @@ from odradek.client.admin_types import IsolationLevel, OffsetSpec
 from odradek.client.cluster import Cluster
 from odradek.client.config import COMMON_CONFIG, ClientConfig, ConfigKey, at_least, one_of
 from odradek.client.consumer_group_protocol import ConsumerGroupMembership
-from odradek.client.errors import KafkaTimeoutError
+from odradek.client.errors import KafkaConfigError, KafkaTimeoutError
 from odradek.client.fetcher import ConsumerRecord, Deserializer, Fetcher, OffsetOutOfRangeError
 from odradek.client.group import ConsumerCoordinator, GroupOffsetStore, RebalanceListener
 from odradek.client.retry import Deadline
@@ -52,6 +52,7 @@ from odradek.client.subscription import (
     OffsetAndMetadata,
     OffsetResetStrategy,
     OffsetStore,
+    SubscriptionPattern,
     SubscriptionState,
 )
 from odradek.client.sync import SyncFacade, blocking
@@ -125,6 +126,28 @@ class OffsetAndTimestamp:
     leader_epoch: int | None = None
 
 
+#: Kafka 4.0's ConsumerConfig: keys the chosen group protocol does not use, refused when set
+#: (the consumer protocol's assignment, session and heartbeats are the coordinator's)
+UNSUPPORTED_BY_GROUP_PROTOCOL: dict[str, tuple[str, ...]] = {
+    "consumer": ("partition.assignment.strategy", "heartbeat.interval.ms", "session.timeout.ms"),
+    "classic": ("group.remote.assignor",),
+}
+
+
+def check_group_protocol_configs(config: ClientConfig) -> None:
+    """Kafka's checkUnsupportedConfigs: a consumer with a group.id must not set what its
+    group.protocol ignores (KafkaConfigError naming the keys, as Kafka's ConfigException)."""
+    if config["group.id"] is None:
+        return
+    protocol = config["group.protocol"]
+    invalid = [name for name in UNSUPPORTED_BY_GROUP_PROTOCOL[protocol]
+               if config.originals.get(name) is not None
+               and str(config.originals[name]).strip()]
+    if invalid:
+        raise KafkaConfigError(f"{', '.join(invalid)} cannot be set when "
+                               f"group.protocol={protocol.upper()}")
+
+
 class AsyncConsumer:
     """Kafka's consumer on asyncio, with manual partition assignment (`assign`) or group
     membership (`subscribe`). Use from one task at a time; ``await close()`` (or
@@ -141,6 +164,7 @@ class AsyncConsumer:
         self.config = config if isinstance(config, ClientConfig) else \
             CONSUMER_CONFIG.parse(config)
         config = self.config
+        check_group_protocol_configs(config)
         group_id = config["group.id"]
         default_id = f"consumer-{group_id}-{next(_client_ids)}" if group_id else \
             f"consumer-{next(_client_ids)}"
@@ -204,16 +228,29 @@ class AsyncConsumer:
             await self.coordinator.unsubscribe()
         self.fetcher.drop(self.subscriptions.assign_from_user([]))
 
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str] | SubscriptionPattern, *,
                   pattern: str | re.Pattern[str] | None = None,
                   listener: RebalanceListener | None = None) -> None:
-        """Join the consumer group (``group.id``) for `topics` (names, or a compiled regular
-        expression matched against every topic name); the group assigns the partitions on
-        the next `poll`s. `listener`'s ``on_partitions_revoked`` / ``on_partitions_assigned``
+        """Join the consumer group (``group.id``) for `topics` (names, a compiled regular
+        expression matched against every topic name by this client, or a `SubscriptionPattern`
+        the coordinator resolves, with group.protocol=consumer); the group assigns the
+        partitions on the next `poll`s. `listener`'s ``on_partitions_revoked`` / ``on_partitions_assigned``
         / ``on_partitions_lost`` run around each rebalance."""
         self._check_open()
         if self.coordinator is None:
             raise KafkaError(ErrorCode.INVALID_GROUP_ID, NoGroupOffsetStore.MESSAGE)
+        if isinstance(topics, SubscriptionPattern):
+            if not isinstance(self.coordinator, ConsumerGroupMembership):
+                # the consumer's group protocol is wrong, not the argument's type
+                raise ValueError(  # noqa: TRY004
+                    "A SubscriptionPattern (a regular expression resolved by the broker) needs "
+                    "group.protocol=consumer")
+            if not self.coordinator.subscribed and self.subscriptions.assignment:
+                raise RuntimeError("Subscription to topics, partitions and pattern are "
+                                   "mutually exclusive")
+            self.coordinator.subscribe([], None, listener, server_regex=topics.pattern)
+            self._request_metadata()
+            return
         if isinstance(topics, re.Pattern):
             topics, pattern = [], topics
         elif isinstance(topics, str):
@@ -237,7 +274,8 @@ class AsyncConsumer:
         coordinator = self.coordinator
         if coordinator is None or not coordinator.subscribed:
             return set()
-        return set(coordinator.subscribed_topics if coordinator.pattern is not None
+        return set(coordinator.subscribed_topics
+                   if coordinator.pattern is not None or coordinator.server_regex is not None
                    else coordinator.topics)
 
     def group_metadata(self) -> ConsumerGroupMetadata | None:
@@ -580,6 +618,7 @@ class Consumer(SyncFacade[AsyncConsumer]):
         offset_store: OffsetStore | None = None,
     ) -> None:
         parsed = config if isinstance(config, ClientConfig) else CONSUMER_CONFIG.parse(config)
+        check_group_protocol_configs(parsed)
         super().__init__(lambda: AsyncConsumer(parsed, key_deserializer=key_deserializer,
                                                value_deserializer=value_deserializer,
                                                offset_store=offset_store),
@@ -591,7 +630,7 @@ class Consumer(SyncFacade[AsyncConsumer]):
     subscription = on_loop(AsyncConsumer.subscription)
     group_metadata = on_loop(AsyncConsumer.group_metadata)
 
-    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str], *,
+    def subscribe(self, topics: Iterable[str] | str | re.Pattern[str] | SubscriptionPattern, *,
                   pattern: str | re.Pattern[str] | None = None,
                   listener: RebalanceListener | None = None) -> None:
         """`AsyncConsumer.subscribe`; the listener's callbacks run in a worker thread while

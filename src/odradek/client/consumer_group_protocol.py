@@ -57,6 +57,8 @@ FENCED_ERRORS = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMB
 RETRIED_ERRORS = COORDINATOR_ERRORS | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 #: OffsetCommit and OffsetFetch of a consumer-protocol member (they carry the member epoch)
 MEMBER_EPOCH_VERSION = 9
+#: the first ConsumerGroupHeartbeat version with SubscribedTopicRegex
+REGEX_VERSION = 1
 
 #: topic id -> partitions
 IdAssignment = dict[uuid.UUID, frozenset[int]]
@@ -169,7 +171,8 @@ class ConsumerGroupMembership(ConsumerCoordinator):
         last = self._last_sent or {}
         names = sorted(set(self.subscribed_topics if self.pattern is not None else self.topics))
         owned = _by_topic_id(self.subscriptions.assignment, self.cluster)
-        sent = {"names": names, "owned": owned, "assignor": self.remote_assignor}
+        sent = {"names": names, "owned": owned, "assignor": self.remote_assignor,
+                "regex": self.server_regex}
 
         def changed(key: str) -> bool:
             return full or last.get(key) != sent[key]
@@ -180,6 +183,10 @@ class ConsumerGroupMembership(ConsumerCoordinator):
             rack_id=(self.rack_id or None) if full else None,
             rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
             subscribed_topic_names=names if changed("names") else None,
+            # As Kafka's client: the regex when it changed (or on a full heartbeat), "" to
+            # drop one sent before.
+            subscribed_topic_regex=(self.server_regex or "") if changed("regex") and (
+                self.server_regex is not None or last.get("regex") is not None) else None,
             server_assignor=self.remote_assignor if changed("assignor") else None,
             topic_partitions=None if not changed("owned") else [] if joining else [
                 R.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
@@ -195,12 +202,17 @@ class ConsumerGroupMembership(ConsumerCoordinator):
                                              or self.member_epoch == JOIN_EPOCH):
                 self.subscribed_topics = await self._resolve_topics(deadline)
                 self._resolve_pattern = False
+            elif self.server_regex is not None:
+                # The coordinator resolves the regex: the subscription is what it assigned.
+                self.subscribed_topics = sorted({tp.topic for tp in self.subscriptions.assignment})
             elif self.pattern is None:
                 self.subscribed_topics = list(self.topics)
             sent_epoch = self.member_epoch
             request = self._heartbeat_request()
             self._ack_pending = False
-            response = await self._send(request, deadline)
+            # SubscribedTopicRegex came with ConsumerGroupHeartbeat v1.
+            response = await self._send(request, deadline, min_version=(
+                REGEX_VERSION if self.server_regex is not None else None))
             error = ErrorCode.from_code(response.error_code)
         except KafkaConnectionError:
             self._last_sent = None
@@ -348,9 +360,9 @@ class ConsumerGroupMembership(ConsumerCoordinator):
             await asyncio.gather(task, return_exceptions=True)
         if self.subscribed and self._fatal_error is None:
             await self._revoke_all()
-            self.topics, self.pattern = [], None
+            self.topics, self.pattern, self.server_regex = [], None, None
             await self._send_leave("the consumer unsubscribed from all topics")
-        self.topics, self.pattern = [], None
+        self.topics, self.pattern, self.server_regex = [], None, None
         self._target = None
 
     # ------------------------------------------------------------------------------ offsets

@@ -149,6 +149,8 @@ class ConsumerCoordinator:
         # -- subscription
         self.topics: list[str] = []
         self.pattern: re.Pattern[str] | None = None
+        #: a SubscriptionPattern's regex, resolved by the coordinator (consumer protocol only)
+        self.server_regex: str | None = None
         self.listener: RebalanceListener | None = None
         self.subscribed_topics: list[str] = []  # resolved (pattern) topics of the last join
         # -- membership
@@ -175,7 +177,7 @@ class ConsumerCoordinator:
 
     @property
     def subscribed(self) -> bool:
-        return bool(self.topics) or self.pattern is not None
+        return bool(self.topics) or self.pattern is not None or self.server_regex is not None
 
     @property
     def stable(self) -> bool:
@@ -257,9 +259,10 @@ class ConsumerCoordinator:
     # ------------------------------------------------------------------------------ subscription
 
     def subscribe(self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None,
-                  listener: RebalanceListener | None) -> None:
+                  listener: RebalanceListener | None, server_regex: str | None = None) -> None:
         self.topics = sorted(set(topics or ()))
         self.pattern = pattern
+        self.server_regex = server_regex
         self.listener = listener
         self.request_rejoin("subscription changed")
 

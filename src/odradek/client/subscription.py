@@ -32,6 +32,16 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class SubscriptionPattern:
+    """A regular expression the group coordinator resolves (Kafka 4.0's SubscriptionPattern,
+    re2j syntax, matched against whole topic names): sent as ConsumerGroupHeartbeat's
+    SubscribedTopicRegex, so new matching topics join the subscription without the client
+    listing topics. Only for `group.protocol=consumer`."""
+
+    pattern: str
+
+
 class OffsetResetStrategy(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"

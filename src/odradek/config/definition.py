@@ -25,6 +25,7 @@ class UpdateMode(enum.Enum):
     PER_BROKER = "per-broker"
     CLUSTER_WIDE = "cluster-wide"
     PER_TOPIC = "per-topic"  # a topic config: altered at runtime for one topic
+    PER_GROUP = "per-group"  # a group config: altered at runtime for one group
 
 
 class _NoDefault:

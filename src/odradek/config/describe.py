@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.config import client_metrics
+from odradek.config import group as group_config
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.definition import ConfigDef
 from odradek.config.topic import TOPIC_CONFIGS
@@ -199,4 +201,44 @@ def topic_config_entries(broker_config: BrokerConfigView, default_log_config: To
             name=name, value=format_value(definition.type, value), source=synonyms[0].source,
             synonyms=tuple(synonyms), config_type=definition.type,
             documentation=definition.doc))
+    return entries
+
+
+def group_config_entries(broker: group_config.BrokerLookup,
+                         overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a group (Kafka 4.0's ConfigHelper for GROUP resources): every group
+    config with the group's value (GROUP_CONFIG, its one synonym) or else the broker's
+    `group.<name>` value (DEFAULT_CONFIG, no synonyms); none is read-only."""
+    defaults = group_config.broker_defaults(broker)
+    entries = []
+    for name, definition in group_config.GROUP_CONFIGS.items():
+        if name in overrides:
+            value = format_value(definition.type, definition.parse(overrides[name]))
+            synonyms: tuple[ConfigSynonym, ...] = (
+                ConfigSynonym(name, value, ConfigSource.GROUP_CONFIG),)
+        else:
+            value = format_value(definition.type, definition.parse(defaults[name]))
+            synonyms = ()
+        entries.append(ConfigEntry(
+            name=name, value=value,
+            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            synonyms=synonyms, config_type=definition.type, documentation=definition.doc))
+    return entries
+
+
+def client_metrics_config_entries(overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """DescribeConfigs of a client metrics subscription (Kafka 4.0's ConfigHelper for
+    CLIENT_METRICS resources): each config with the subscription's value (CLIENT_METRICS_CONFIG,
+    its one synonym) or its default (DEFAULT_CONFIG, no synonyms)."""
+    entries = []
+    for name, definition in client_metrics.CLIENT_METRICS_CONFIGS.items():
+        value = format_value(definition.type, definition.parse(
+            overrides.get(name, definition.default)))
+        synonyms: tuple[ConfigSynonym, ...] = (
+            (ConfigSynonym(name, value, ConfigSource.CLIENT_METRICS_CONFIG),)
+            if name in overrides else ())
+        entries.append(ConfigEntry(
+            name=name, value=value,
+            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+            synonyms=synonyms, config_type=definition.type, documentation=definition.doc))
     return entries

@@ -3,23 +3,29 @@ KafkaConfigSchema): whether it holds a list (IncrementalAlterConfigs' APPEND and
 only to lists) and its default, from which APPEND and SUBTRACT start when the resource does not
 set the key.
 
-Resource types are DescribeConfigs' ids (2 topic, 4 broker); they are repeated here because this
+Resource types are DescribeConfigs' ids (2 topic, 4 broker, 16 client metrics, 32 group); they are repeated here because this
 package imports nothing else of Odradek.
 """
 
 from __future__ import annotations
 
 from odradek.config.broker import BROKER_CONFIGS
+from odradek.config.client_metrics import CLIENT_METRICS_CONFIGS
 from odradek.config.definition import ConfigDef
+from odradek.config.group import GROUP_CONFIGS
 from odradek.config.topic import TOPIC_CONFIGS
 from odradek.config.types import ConfigType, format_value
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+CLIENT_METRICS_RESOURCE = 16
+GROUP_RESOURCE = 32
 
 _TABLES: dict[int, dict[str, ConfigDef]] = {
     TOPIC_RESOURCE: TOPIC_CONFIGS,
     BROKER_RESOURCE: BROKER_CONFIGS,
+    CLIENT_METRICS_RESOURCE: CLIENT_METRICS_CONFIGS,
+    GROUP_RESOURCE: GROUP_CONFIGS,
 }
 
 

@@ -7,6 +7,7 @@ image. Nothing here touches the image directly, so the log stays the only source
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import uuid
@@ -14,11 +15,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.config import client_metrics
+from odradek.config import group as group_config
 from odradek.config import schema as config_schema
 from odradek.controller.placement import UsableBroker, place_replicas
 from odradek.metadata.image import (
     NO_LEADER,
     RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     MetadataDelta,
     MetadataImage,
@@ -86,6 +91,8 @@ class ControllerState:
     """Turns admin operations into metadata records, validated against an image.
 
     `config_validator(name, value)` raises ValueError for an invalid topic config;
+    `group_config_validator(configs)` raises ValueError for an invalid set of group configs
+    (Kafka's GroupConfig.validate against the broker's bounds);
     `defaults` holds the broker's num.partitions / default.replication.factor.
     """
 
@@ -95,11 +102,13 @@ class ControllerState:
         num_partitions: int,
         default_replication_factor: int,
         config_validator: Callable[[Mapping[str, str]], None],
+        group_config_validator: Callable[[Mapping[str, str]], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
         self.config_validator = config_validator
+        self.group_config_validator = group_config_validator or _validate_group_configs
         self.rng = rng or random.Random()
 
     # -- topics
@@ -346,6 +355,12 @@ class ControllerState:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.",
                 ), []
+        elif resource_type == RESOURCE_GROUP:
+            if not resource_name:
+                return OpResult.fail(ErrorCode.INVALID_REQUEST,
+                                     "Group name must not be empty"), []
+        elif resource_type == RESOURCE_CLIENT_METRICS:
+            pass  # any subscription name but the empty one (client_metrics.validate)
         elif resource_type != RESOURCE_BROKER:
             return OpResult.fail(
                 ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
@@ -377,11 +392,19 @@ class ControllerState:
                 wanted[key] = ",".join(items)
             else:
                 return OpResult.fail(ErrorCode.INVALID_REQUEST, f"Unknown operation {op}"), []
-        if resource_type == RESOURCE_TOPIC:
+        validator = {RESOURCE_TOPIC: self.config_validator,
+                     RESOURCE_GROUP: self.group_config_validator,
+                     RESOURCE_CLIENT_METRICS: functools.partial(client_metrics.validate,
+                                                                resource_name),
+                     }.get(resource_type)
+        if validator is not None:
             try:
-                self.config_validator(wanted)
+                validator(wanted)
             except ValueError as exc:
-                return OpResult.fail(ErrorCode.INVALID_CONFIG, str(exc)), []
+                # Kafka refuses some with INVALID_REQUEST (its InvalidRequestException)
+                code = ErrorCode.INVALID_REQUEST if getattr(exc, "invalid_request", False) \
+                    else ErrorCode.INVALID_CONFIG
+                return OpResult.fail(code, str(exc)), []
         records = []
         # KAFKA-14136: a broker config SET to its current value is written again, so brokers
         # reload what it names (a TLS key store file replaced at the same path).
@@ -437,6 +460,14 @@ class ControllerState:
             broker_id=broker_id, broker_epoch=epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
         )
         return (first, PRODUCER_ID_BLOCK_SIZE), [record]
+
+
+def _validate_group_configs(configs: Mapping[str, str]) -> None:
+    """Group configs against Kafka's default broker bounds (a controller built without the
+    broker's config)."""
+    def no_broker_key(key: str) -> Any:
+        raise KeyError(key)
+    group_config.validate(configs, no_broker_key)
 
 
 def usable_brokers(image: MetadataImage) -> list[UsableBroker]:

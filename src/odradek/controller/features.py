@@ -18,7 +18,9 @@ succeed are committed together even when others fail):
   downgrade is refused when any level between the two changed the metadata format (Kafka 3.8
   does not implement lossy downgrades: "Unsafe metadata downgrade is not supported in this
   version."); a downgrade across levels that changed nothing is written;
-- the record of a success is written even when the level does not change (as Kafka does).
+- the record of a success is written even when the level does not change (as Kafka does);
+- a feature level's dependencies (Kafka 4.0's Feature.validateVersion: kraft.version 1 needs
+  metadata.version 3.9-IV0) must hold once every update of the request is done.
 
 Level 0 of a feature other than metadata.version removes it from the finalized features.
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.controller.controller import OpResult
@@ -66,23 +68,94 @@ KRAFT_VERSION_FEATURE = "kraft.version"
 GROUP_VERSION_FEATURE = "group.version"
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 
-#: The features this software supports, as (min, max) levels (Kafka 4.0's production
-#: features: metadata.version, kraft.version 0-1 (KIP-853 dynamic quorums), group.version 0-1
-#: (KIP-848 consumer groups), transaction.version). Kafka 4.0 supports transaction.version up
-#: to 2 (KIP-890 part 2: an epoch bump at every transaction end), which Odradek's coordinator
-#: does not implement, so it supports 0-1 (level 1 only changes the coordinator's own records).
-#: Features whose lowest level is 0 are left out of ApiVersions v0-v3 (KAFKA-17011).
-SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
-    GROUP_VERSION_FEATURE: (0, 1),
-    KRAFT_VERSION_FEATURE: (0, 1),
-    METADATA_VERSION_FEATURE: (MINIMUM_KRAFT_VERSION, LATEST_METADATA_VERSION),
-    TRANSACTION_VERSION_FEATURE: (0, 1),
+@dataclass(frozen=True)
+class FeatureVersion:
+    """One level of a feature other than metadata.version (Kafka's FeatureVersion): the
+    metadata.version from which formatting defaults to it, and the levels of other features it
+    needs."""
+
+    level: int
+    bootstrap_metadata_version: int
+    dependencies: Mapping[str, int] = field(default_factory=dict)
+
+
+#: The levels of each feature besides metadata.version this software knows, in Kafka 4.0's
+#: Feature enum order (what version-mapping prints): kraft.version 1 (KIP-853 dynamic quorums)
+#: from 3.9-IV0 and needing it; transaction.version 1 from 4.0-IV2; group.version 1 (KIP-848
+#: consumer groups) from 4.0-IV0. Kafka 4.0 also has transaction.version 2 (KIP-890 part 2: an
+#: epoch bump at every transaction end), which Odradek's coordinator does not implement, so
+#: its table stops at 1 (level 1 only changes the coordinator's own records).
+FEATURE_VERSIONS: Mapping[str, tuple[FeatureVersion, ...]] = {
+    KRAFT_VERSION_FEATURE: (FeatureVersion(0, 1),
+                            FeatureVersion(1, 21, {METADATA_VERSION_FEATURE: 21})),
+    TRANSACTION_VERSION_FEATURE: (FeatureVersion(0, 1), FeatureVersion(1, 24)),
+    GROUP_VERSION_FEATURE: (FeatureVersion(0, MINIMUM_KRAFT_VERSION), FeatureVersion(1, 22)),
 }
 
-#: Feature levels a new cluster starts with besides metadata.version (Kafka 4.0's defaults
-#: for its latest release that Odradek supports: group.version 1 enables the consumer group
-#: protocol; transaction.version stays 0, kraft.version is the quorum's own).
-BOOTSTRAP_FEATURE_LEVELS: Mapping[str, int] = {GROUP_VERSION_FEATURE: 1}
+#: The features this software supports, as (min, max) levels: metadata.version 3.3-IV3 to
+#: 4.0-IV3 and the levels of FEATURE_VERSIONS.
+#: Features whose lowest level is 0 are left out of ApiVersions v0-v3 (KAFKA-17011).
+SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
+    **{name: (levels[0].level, levels[-1].level)
+       for name, levels in sorted(FEATURE_VERSIONS.items())},
+    METADATA_VERSION_FEATURE: (MINIMUM_KRAFT_VERSION, LATEST_METADATA_VERSION),
+}
+
+
+def feature_version(name: str, level: int) -> FeatureVersion:
+    """Kafka's Feature.fromFeatureLevel; ValueError for a level the feature does not define."""
+    for version in FEATURE_VERSIONS.get(name, ()):
+        if version.level == level:
+            return version
+    raise ValueError(f"No feature:{name} with feature level {level}")
+
+
+def default_level(name: str, metadata_version: int) -> int:
+    """Kafka's Feature.defaultLevel: the highest level whose bootstrap metadata.version is at
+    or below `metadata_version`."""
+    chosen = FEATURE_VERSIONS[name][0].level
+    for version in FEATURE_VERSIONS[name]:
+        if version.bootstrap_metadata_version > metadata_version:
+            break
+        chosen = version.level
+    return chosen
+
+
+def bootstrap_feature_levels(metadata_version: int) -> dict[str, int]:
+    """The FeatureLevelRecords a cluster formatted at `metadata_version` starts with besides
+    metadata.version: each feature's default level, those above 0 (kraft.version is the
+    quorum's own, kept in its snapshot's control records, as Kafka's)."""
+    levels = {name: default_level(name, metadata_version) for name in FEATURE_VERSIONS
+              if name != KRAFT_VERSION_FEATURE}
+    return {name: level for name, level in levels.items() if level > 0}
+
+
+def dependency_error(name: str, level: int, levels: Mapping[str, int]) -> str | None:
+    """Kafka's Feature.validateVersion: why `name` cannot be at `level` given the (proposed)
+    `levels` of every feature, metadata.version included; None when it can. A feature outside
+    the table has no dependencies."""
+    if name not in FEATURE_VERSIONS:
+        return None
+    metadata_version = levels.get(METADATA_VERSION_FEATURE)
+    if level >= 1 and (metadata_version is None or metadata_version < MINIMUM_KRAFT_VERSION):
+        return (f"{name} could not be set to {level} because it depends on metadata.version="
+                f"{MINIMUM_KRAFT_VERSION} ({metadata_version_name(MINIMUM_KRAFT_VERSION)})")
+    try:
+        version = feature_version(name, level)
+    except ValueError as exc:
+        return str(exc)
+    for needed, needed_level in version.dependencies.items():
+        have = levels.get(needed)
+        if have is None or have < needed_level:
+            return (f"{name} could not be set to {level} because it depends on {needed} "
+                    f"level {needed_level}")
+    return None
+
+
+#: Feature levels a new cluster starts with besides metadata.version when storage format left
+#: none (a directory formatted without a bootstrap file): the defaults of the latest
+#: metadata.version.
+BOOTSTRAP_FEATURE_LEVELS: Mapping[str, int] = bootstrap_feature_levels(LATEST_METADATA_VERSION)
 
 _DISABLED = (0, 0)  # the range of a feature a node does not know
 _SHORT_MAX = 32767
@@ -189,7 +262,8 @@ def _level_name(level: int) -> str:
 
 
 def _update_feature(image: MetadataImage, update: FeatureUpdate, node_id: int,
-                    local_supported: Mapping[str, tuple[int, int]]) -> OpResult:
+                    local_supported: Mapping[str, tuple[int, int]],
+                    proposed: Mapping[str, int]) -> OpResult:
     name, level = update.name, update.level
     if update.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         return _invalid_update(name, level,
@@ -208,6 +282,9 @@ def _update_feature(image: MetadataImage, update: FeatureUpdate, node_id: int,
         return _invalid_update(name, level, "Can't downgrade to a newer version.")
     if name == METADATA_VERSION_FEATURE:
         return _update_metadata_version(current, level, update.upgrade_type)
+    reason = dependency_error(name, level, proposed)
+    if reason is not None:
+        return _invalid_update(name, level, reason)
     return OpResult()
 
 
@@ -218,11 +295,14 @@ def update_features(image: MetadataImage, updates: Sequence[FeatureUpdate], *, n
     `local_supported`) carries it out: a result per feature, in name order, and the records to
     commit (none when validate_only). A feature named twice takes its last update."""
     by_name = {update.name: update for update in updates}
+    # What the features would be with every update done: a feature's dependencies are checked
+    # against these (Kafka's proposedUpdatedVersions).
+    proposed = {**image.features, **{name: u.level for name, u in by_name.items()}}
     results: dict[str, OpResult] = {}
     records: list[Any] = []
     for name in sorted(by_name):
         update = by_name[name]
-        result = _update_feature(image, update, node_id, local_supported)
+        result = _update_feature(image, update, node_id, local_supported, proposed)
         results[name] = result
         if result.error == ErrorCode.NONE:
             records.append(m.FeatureLevelRecord(name=name, feature_level=update.level))
@@ -231,6 +311,7 @@ def update_features(image: MetadataImage, updates: Sequence[FeatureUpdate], *, n
 
 __all__ = [
     "BOOTSTRAP_FEATURE_LEVELS",
+    "FEATURE_VERSIONS",
     "GROUP_VERSION_FEATURE",
     "KRAFT_VERSION_FEATURE",
     "LATEST_METADATA_VERSION",
@@ -243,6 +324,11 @@ __all__ = [
     "UNSAFE_DOWNGRADE",
     "UPGRADE",
     "FeatureUpdate",
+    "FeatureVersion",
+    "bootstrap_feature_levels",
+    "default_level",
+    "dependency_error",
+    "feature_version",
     "metadata_changed_between",
     "update_features",
     "upgrade_type_of",

@@ -99,16 +99,21 @@ class QuorumController:
     async def bootstrap_metadata_version(self, level: int,
                                          bootstrap_records: Sequence[Any] = ()) -> None:
         """Writes the metadata.version feature level (and the other features' starting levels)
-        into a freshly formatted log, with the
-        records `storage format` left for it (SCRAM credentials: `--add-scram`)."""
+        into a freshly formatted log, with the records `storage format` left for it (SCRAM
+        credentials: `--add-scram`). When those records finalize metadata.version (`storage
+        format` records the release version and features it was given), they are the
+        bootstrap; else `level` and its default feature levels are."""
         async with self._lock:
             self._check_active()
             if self.image.metadata_version == 0:
-                await self._commit([m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE,
-                                                         feature_level=level),
-                                    *(m.FeatureLevelRecord(name=name, feature_level=feature)
-                                      for name, feature in features.BOOTSTRAP_FEATURE_LEVELS.items()),
-                                    *bootstrap_records])
+                formatted = any(isinstance(record, m.FeatureLevelRecord)
+                                and record.name == METADATA_VERSION_FEATURE
+                                for record in bootstrap_records)
+                levels = [] if formatted else [
+                    m.FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=level),
+                    *(m.FeatureLevelRecord(name=name, feature_level=feature) for name, feature
+                      in features.bootstrap_feature_levels(level).items())]
+                await self._commit([*levels, *bootstrap_records])
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
         """Registers (or re-registers) a broker, fenced; returns its broker epoch. Raises

@@ -15,9 +15,9 @@ Timers (the injected clock): a member's session (`group.consumer.session.timeout
 every heartbeat) and, while it must revoke partitions, its rebalance timeout; either expiring
 fences the member out of the group.
 
-Regular expressions (`subscribed_topic_regex`) are Python `re` patterns matched against whole
-topic names (`fullmatch`). Kafka uses re2j, which has no backreferences or lookaround: a regex
-using those is refused by Kafka and accepted here; for the common syntax both agree.
+Regular expressions (`subscribed_topic_regex`) have Kafka's re2j syntax (`topic_regex`: what re2j
+refuses, backreferences, lookaround, possessive quantifiers, is refused with re2j's description)
+and are matched against whole topic names (`fullmatch`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.clock import SYSTEM_CLOCK, Clock
+from odradek.config import group as group_config
 from odradek.coordinator.consumer_assignment import (
     ASSIGNORS,
     AssignmentSpec,
@@ -68,6 +69,8 @@ from odradek.coordinator.group import (
 )
 from odradek.coordinator.metadata_manager import GroupMetadataManager
 from odradek.coordinator.records import group_key, group_record
+from odradek.coordinator.topic_regex import Re2jSyntaxError, compile_re2j
+from odradek.coordinator.topic_regex import description as regex_description
 from odradek.protocol import messages as m
 from odradek.protocol.errors import DecodeError, ErrorCode, KafkaError
 
@@ -235,6 +238,22 @@ class ConsumerGroupCoordinator:
         #: group (its members' sessions start and it rebalances)
         self.on_upgraded: Callable[[Group], None] = lambda group: None
         self.on_downgraded: Callable[[Group], None] = lambda group: None
+        #: group id -> the group's dynamic configs (GROUP config resources: ConfigRecords in
+        #: the metadata image), which override the broker's session timeout and heartbeat
+        #: interval for that group; read at each heartbeat, as Kafka's GroupConfigManager
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """consumer.session.timeout.ms of the group, else group.consumer.session.timeout.ms."""
+        return group_config.effective_int(self.group_configs(group_id),
+                                          group_config.CONSUMER_SESSION_TIMEOUT_MS,
+                                          self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """consumer.heartbeat.interval.ms of the group, else the broker's."""
+        return group_config.effective_int(self.group_configs(group_id),
+                                          group_config.CONSUMER_HEARTBEAT_INTERVAL_MS,
+                                          self.config.heartbeat_interval_ms)
 
     @property
     def default_assignor(self) -> str:
@@ -273,11 +292,11 @@ class ConsumerGroupCoordinator:
                            f"assignors: {', '.join(self.config.assignors)}.")
         if req.subscribed_topic_regex:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as exc:
+                compile_re2j(req.subscribed_topic_regex)
+            except (re.error, Re2jSyntaxError) as exc:
                 raise _Refused(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a "
-                               f"valid regular expression: {exc}.") from None
+                               f"valid regular expression: {regex_description(exc)}.") from None
 
     def _coordinator_error(self, group_id: str) -> ErrorCode:
         if not self.is_active():
@@ -409,7 +428,7 @@ class ConsumerGroupCoordinator:
         send_assignment = assignment_changed or req.owned is not None or req.member_epoch == 0
         return HeartbeatResult(
             ErrorCode.NONE, member_id=final.member_id, member_epoch=final.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(req.group_id),
             assignment=final.assigned if send_assignment else None)
 
     async def _update(self, group: Group, cg: ConsumerGroup, req: HeartbeatRequest,
@@ -518,7 +537,7 @@ class ConsumerGroupCoordinator:
             if member.subscribed_topic_regex:
                 patterns.add(member.subscribed_topic_regex)
         for pattern in patterns:
-            compiled = re.compile(pattern)
+            compiled = compile_re2j(pattern)
             names.update(name for name in topics if compiled.fullmatch(name))
         return {name: topics[name] for name in sorted(names) if name in topics}
 
@@ -531,7 +550,7 @@ class ConsumerGroupCoordinator:
         for member_id, member in members.items():
             topic_names = set(member.subscribed_topic_names)
             if member.subscribed_topic_regex:
-                compiled = re.compile(member.subscribed_topic_regex)
+                compiled = compile_re2j(member.subscribed_topic_regex)
                 topic_names.update(name for name in metadata if compiled.fullmatch(name))
             subscriptions[member_id] = frozenset(metadata[name][0] for name in topic_names
                                                  if name in metadata)
@@ -841,7 +860,7 @@ class ConsumerGroupCoordinator:
             return
         self._cancel(cg.session_timers, member_id)
         classic = cg.members[member_id].classic
-        timeout_ms = self.config.session_timeout_ms if classic is None \
+        timeout_ms = self.session_timeout_ms(group.group_id) if classic is None \
             else classic.session_timeout_ms
         cg.session_timers[member_id] = self.clock.call_later(
             timeout_ms / 1000, self._expire, group, member_id, None)

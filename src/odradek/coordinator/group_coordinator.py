@@ -1140,6 +1140,16 @@ class GroupCoordinator:
             group_id, group.state.value, group.protocol_type or "",
             (group.protocol_name or "") if stable else "", members)
 
+    def classic_group_missing(self, group_id: str) -> str | None:
+        """Why `group_id` names no classic group (Kafka's GroupIdNotFoundException message,
+        which DescribeGroups v6+ answers with GROUP_ID_NOT_FOUND), or None when it does."""
+        group = self.manager.get_group(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return f"Group {group_id} not found."
+        if group.consumer is not None:
+            return f"Group {group_id} is not a classic group."
+        return None
+
     def list_groups(self, states: Iterable[str] = ()) -> tuple[ErrorCode, list[GroupOverview]]:
         wanted = {state.lower() for state in states}
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading \

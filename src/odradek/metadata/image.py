@@ -22,6 +22,8 @@ from odradek.security.scram import ScramCredential
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
 
 NO_LEADER = -1
 LEADER_NO_CHANGE = -2  # PartitionChangeRecord.Leader default: leader unchanged

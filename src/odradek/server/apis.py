@@ -72,6 +72,7 @@ SERVED_VERSIONS: dict[int, int] = {
         60, 75,  # DescribeCluster, DescribeTopicPartitions
         61,  # DescribeProducers
         68, 69,  # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
+        74,  # ListClientMetricsResources (KIP-714 subscriptions; no telemetry receiver)
         80, 81,  # AddRaftVoter, RemoveRaftVoter (forwarded to the active controller)
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
@@ -209,6 +210,7 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
         45: admin.alter_partition_reassignments,
         46: admin.list_partition_reassignments,
         57: admin.update_features,
+        74: admin.list_client_metrics_resources,
     }
 
 

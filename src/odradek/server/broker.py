@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.client.security import ClientSecurity
+from odradek.config import group as group_config
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.topic import validate_topic_props
 from odradek.config.types import ConfigError
@@ -215,6 +216,8 @@ class Broker:
                 num_partitions=int(self.config.get("num.partitions")),
                 default_replication_factor=int(self.config.get("default.replication.factor")),
                 config_validator=validate_topic_props,
+                group_config_validator=lambda configs: group_config.validate(
+                    configs, self.config.get),
             ),
             is_dynamic_broker_config=self.config.is_dynamic,
             cluster_id=self.cluster_id,
@@ -775,7 +778,10 @@ class Broker:
                              cache, OffsetsTopicCreator(self.config, cache, create_topics),
                              transactions=transactions,
                              ensure_transaction_topic=TransactionStateTopicCreator(
-                                 self.config, cache, create_topics)),
+                                 self.config, cache, create_topics),
+                             consumer_protocol_configured="consumer" in {
+                                 protocol.lower() for protocol in
+                                 self.config.get("group.coordinator.rebalance.protocols")}),
             admin=admin,
             producer_ids=ProducerIdApis(self.producer_ids, transactions),
             raft=raft,

@@ -16,7 +16,7 @@ from odradek.coordinator import (
     GroupMetadataManager,
 )
 from odradek.metadata.cache import MetadataCache
-from odradek.metadata.image import MetadataImage
+from odradek.metadata.image import RESOURCE_GROUP, MetadataImage
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Compression
 from odradek.server.replica_manager import ReplicaManager
@@ -96,6 +96,8 @@ def start_group_coordinator(config: Any, cache: MetadataCache,
 
     coordinator = GroupCoordinator(GroupConfig.from_properties(config.get), manager,
                                    topics=topics)
+    coordinator.consumer_groups.group_configs = \
+        lambda group_id: cache.image.configs.get((RESOURCE_GROUP, group_id), {})
     coordinator.start()
     follower = OffsetsTopicFollower(replica_manager, coordinator)
     follower.topics = set(cache.image.topics_by_name)

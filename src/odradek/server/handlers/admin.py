@@ -14,7 +14,13 @@ from odradek.controller.controller import TopicSpec
 from odradek.controller.features import FeatureUpdate, upgrade_type_of
 from odradek.controller.replication_control import ELECTION_PREFERRED
 from odradek.metadata.cache import MetadataCache
-from odradek.metadata.image import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+from odradek.metadata.image import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+)
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.acl import AclOperation, ResourceType
@@ -34,13 +40,17 @@ TOPIC_DENIED = "Topic authorization failed."
 def config_resource_denied(ctx: RequestContext, resource_type: int, name: str,
                            operation: AclOperation) -> ErrorCode | None:
     """The error for a config resource the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS
-    (topics: on the topic; brokers and loggers: on the cluster), or None."""
+    (topics: on the topic; groups: on the group; brokers, loggers and client metrics
+    subscriptions: on the cluster), or None."""
     if resource_type == RESOURCE_TOPIC:
         return None if ctx.authorize_topic(operation, name) \
             else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+    if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS):
         return None if ctx.authorize_cluster(operation) \
             else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == RESOURCE_GROUP:
+        return None if ctx.authorize(operation, ResourceType.GROUP, name) \
+            else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None
 
 
@@ -73,6 +83,12 @@ class AdminApis:
         own = image.configs.get((RESOURCE_BROKER, resource_name), {}) if resource_name else None
         return config_describe.broker_config_entries(
             self.config, image.configs.get((RESOURCE_BROKER, ""), {}), own)
+
+    def group_config_entries(self, group_id: str) -> list[ConfigEntry]:
+        """A group's configs: its ConfigRecords over the broker's `group.*` values. The group
+        need not exist (Kafka describes any name)."""
+        return config_describe.group_config_entries(
+            self.config.get, self.cache.image.configs.get((RESOURCE_GROUP, group_id), {}))
 
     async def create_topics(self, ctx: RequestContext, req: m.CreateTopicsRequest):
         version = ctx.api_version
@@ -332,6 +348,18 @@ class AdminApis:
                     entries = self.broker_config_entries(res.resource_name)
                 elif res.resource_type == RESOURCE_BROKER_LOGGER:
                     entries = []
+                elif res.resource_type == RESOURCE_CLIENT_METRICS:
+                    if not res.resource_name:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         "Client metrics subscription name must not be empty")
+                    entries = config_describe.client_metrics_config_entries(
+                        self.cache.image.configs.get(
+                            (RESOURCE_CLIENT_METRICS, res.resource_name), {}))
+                elif res.resource_type == RESOURCE_GROUP:
+                    if not res.resource_name:
+                        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                         "Group name must not be empty")
+                    entries = self.group_config_entries(res.resource_name)
                 else:
                     raise KafkaError(ErrorCode.INVALID_REQUEST,
                                      f"Unsupported resource type {res.resource_type}")
@@ -395,6 +423,19 @@ class AdminApis:
                 error_code=result.error, error_message=result.message,
                 resource_type=res.resource_type, resource_name=res.resource_name))
         return R(responses=out)
+
+    def list_client_metrics_resources(self, ctx: RequestContext,
+                                      req: m.ListClientMetricsResourcesRequest):
+        """The client metrics subscriptions (CLIENT_METRICS config resources that set
+        something), as Kafka 4.0: DESCRIBE_CONFIGS on the cluster needed."""
+        R = m.ListClientMetricsResourcesResponse
+        if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     client_metrics_resources=[])
+        names = sorted(name for kind, name in self.cache.image.configs
+                       if kind == RESOURCE_CLIENT_METRICS)
+        return R(error_code=ErrorCode.NONE, client_metrics_resources=[
+            R.ClientMetricsResource(name=name) for name in names])
 
     def delete_records(self, ctx: RequestContext, req: m.DeleteRecordsRequest):
         R = m.DeleteRecordsResponse

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from odradek.controller.features import GROUP_VERSION_FEATURE
 from odradek.coordinator import (
     OFFSETS_TOPIC,
     GroupCoordinator,
@@ -122,12 +123,21 @@ class GroupApis:
     def __init__(self, coordinator: GroupCoordinator, cache: MetadataCache,
                  ensure_offsets_topic: Callable[[], Awaitable[ErrorCode]], *,
                  transactions: TransactionCoordinator,
-                 ensure_transaction_topic: Callable[[], Awaitable[ErrorCode]]) -> None:
+                 ensure_transaction_topic: Callable[[], Awaitable[ErrorCode]],
+                 consumer_protocol_configured: bool = True) -> None:
         self.coordinator = coordinator
         self.cache = cache
         self.ensure_offsets_topic = ensure_offsets_topic
         self.transactions = transactions
         self.ensure_transaction_topic = ensure_transaction_topic
+        #: group.coordinator.rebalance.protocols names `consumer`
+        self.consumer_protocol_configured = consumer_protocol_configured
+
+    def consumer_protocol_enabled(self) -> bool:
+        """Kafka 4.0's isConsumerGroupProtocolEnabled: the consumer protocol is configured and
+        the cluster's group.version is at least 1 (KIP-848 consumer groups)."""
+        return self.consumer_protocol_configured and \
+            self.cache.image.features.get(GROUP_VERSION_FEATURE, 0) >= 1
 
     # -- FindCoordinator
 
@@ -456,6 +466,16 @@ class GroupApis:
                     group_state="", protocol_type="", protocol_data="", members=[]))
                 continue
             error, summary = self.coordinator.describe_group(group_id)
+            missing = (self.coordinator.classic_group_missing(group_id)
+                       if error == ErrorCode.NONE and ctx.api_version >= 6 else None)
+            if missing is not None:
+                # Kafka 4.0 (KIP-1043): v6 tells an absent group and a consumer-protocol group
+                # apart from an empty classic one; older versions see both as Dead.
+                out.append(R.DescribedGroup(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=missing,
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                    members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
             out.append(R.DescribedGroup(
                 error_code=error, group_id=group_id, group_state=summary.state,
                 protocol_type=summary.protocol_type, protocol_data=summary.protocol,
@@ -488,6 +508,10 @@ class GroupApis:
     async def consumer_group_heartbeat(self, ctx: RequestContext,
                                        req: m.ConsumerGroupHeartbeatRequest):
         R = m.ConsumerGroupHeartbeatResponse
+        if not self.consumer_protocol_enabled():
+            # Non-retriable: the client gives up on the consumer protocol at once.
+            return R(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                     error_message=ErrorCode.UNSUPPORTED_VERSION.message, member_epoch=-1)
         if not _group_allowed(ctx, AclOperation.READ, req.group_id):
             return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=-1)
         if req.subscribed_topic_names and len(ctx.authorized_names(
@@ -519,6 +543,11 @@ class GroupApis:
     def consumer_group_describe(self, ctx: RequestContext, req: m.ConsumerGroupDescribeRequest):
         R = m.ConsumerGroupDescribeResponse
         image = self.cache.image
+        if not self.consumer_protocol_enabled():
+            return R(groups=[R.DescribedGroup(
+                error_code=ErrorCode.UNSUPPORTED_VERSION, group_id=group_id, group_state="",
+                assignor_name="", members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                for group_id in req.group_ids])
 
         def assignment(parts: Any) -> Any:
             topics = []
