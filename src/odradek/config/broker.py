@@ -1,4 +1,4 @@
-"""Broker config definitions: Kafka 3.8's broker config table (names, types, defaults,
+"""Broker config definitions: Kafka 4.0's broker config table (names, types, defaults,
 validators, importance, update modes, docs).
 
 The broker-level defaults of topic configs (`log.segment.bytes`, `log.retention.ms`, ...) are
@@ -43,12 +43,12 @@ _RO, _PB, _CW = UpdateMode.READ_ONLY, UpdateMode.PER_BROKER, UpdateMode.CLUSTER_
 
 _DEFAULT_PRINCIPAL_BUILDER = \
     "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
-_DEFAULT_ASSIGNORS = ["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
-                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]
+# Kafka 4.0 names the built-in assignors by their short names (class names are accepted too).
+_DEFAULT_ASSIGNORS = ["uniform", "range"]
 _DOUBLE_MAX = 1.7976931348623157e308
 _LONG_MAX = 9223372036854775807
 
-# (name, type, default, validator, importance, update mode, doc). Kafka 3.8's defaults.
+# (name, type, default, validator, importance, update mode, doc). Kafka 4.0's defaults.
 _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode, str]] = [
     # --- KRaft: roles, ids, quorum ---
     ("process.roles", _LST, [], one_of(BROKER_ROLE, CONTROLLER_ROLE), _HIGH, _RO,
@@ -106,7 +106,7 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
     # --- socket server ---
     ("listeners", _S, "PLAINTEXT://:9092", None, _HIGH, _PB,
      "Comma-separated `NAME://host:port` URIs to listen on; an empty host binds all interfaces."),
-    ("advertised.listeners", _S, None, None, _HIGH, _PB,
+    ("advertised.listeners", _S, None, None, _HIGH, _RO,
      "Listener addresses published to clients; defaults to the non-controller listeners."),
     ("listener.security.protocol.map", _S, DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP,
      validate_security_protocol_map, _LOW, _PB,
@@ -218,8 +218,6 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Purge interval (in requests) of the delete-records purgatory."),
     ("auto.leader.rebalance.enable", _B, True, None, _HIGH, _RO,
      "Move leadership back to preferred replicas in the background."),
-    ("leader.imbalance.per.broker.percentage", _I, 10, None, _HIGH, _RO,
-     "Leader imbalance per broker (percent) that triggers a rebalance."),
     ("leader.imbalance.check.interval.seconds", _L, 300, at_least(1), _HIGH, _RO,
      "How often the controller checks leader balance."),
     ("replica.selector.class", _S, None, one_of(LEADER_SELECTOR, RACK_AWARE_SELECTOR), _MEDIUM,
@@ -232,8 +230,6 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Maximum bytes returned for a fetch request."),
     ("max.incremental.fetch.session.cache.slots", _I, 1000, at_least(0), _MEDIUM, _RO,
      "Maximum number of incremental fetch sessions kept."),
-    ("inter.broker.protocol.version", _S, "3.8-IV0", None, _MEDIUM, _RO,
-     "Deprecated in KRaft mode; the metadata.version is set by `odradek storage format`."),
     # --- group coordinator and offsets ---
     ("group.min.session.timeout.ms", _I, 6000, None, _MEDIUM, _RO,
      "Minimum session timeout a consumer may register."),
@@ -284,8 +280,6 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "How often stale offsets are checked for."),
     ("offsets.commit.timeout.ms", _I, 5000, at_least(1), _HIGH, _RO,
      "An offset commit waits this long for the offsets topic replicas."),
-    ("offsets.commit.required.acks", _SH, -1, None, _HIGH, _RO,
-     "Deprecated: acks needed before an offset commit is accepted."),
     # --- transactions and producer ids ---
     ("transactional.id.expiration.ms", _I, 604800000, at_least(1), _HIGH, _RO,
      "A transactional id without transaction status updates for this long expires."),
@@ -340,7 +334,9 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Samples kept for controller mutation quotas."),
     ("controller.quota.window.size.seconds", _I, 1, at_least(1), _LOW, _RO,
      "Time span of one controller mutation quota sample."),
-    ("metric.reporters", _LST, [], None, _LOW, _CW, "Metric reporter classes."),
+    ("metric.reporters", _LST, ["org.apache.kafka.common.metrics.JmxReporter"], None, _LOW, _CW,
+     ("Metric reporter classes (no effect in Odradek: it has no JMX; see "
+     "metrics.prometheus.listener).")),
     ("metrics.num.samples", _I, 2, at_least(1), _LOW, _RO, "Samples kept to compute metrics."),
     ("metrics.sample.window.ms", _L, 30000, at_least(1), _LOW, _RO,
      "Window of one metrics sample."),
@@ -359,7 +355,7 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
     ("ssl.enabled.protocols", _LST, ["TLSv1.2", "TLSv1.3"], None, _MEDIUM, _PB,
      "TLS protocols enabled for connections."),
     ("ssl.provider", _S, None, None, _MEDIUM, _PB, "Security provider of the SSL connections."),
-    ("ssl.cipher.suites", _LST, [], None, _LOW, _PB, "Enabled cipher suites (empty: all)."),
+    ("ssl.cipher.suites", _LST, [], None, _MEDIUM, _PB, "Enabled cipher suites (empty: all)."),
     ("ssl.keystore.type", _S, "JKS", None, _MEDIUM, _PB, "File format of the key store."),
     ("ssl.keystore.location", _S, None, None, _HIGH, _PB, "Location of the key store file."),
     ("ssl.keystore.password", _P, None, None, _HIGH, _PB, "Password of the key store file."),
@@ -450,9 +446,203 @@ _BROKER_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, Up
      "Maximum lifetime of a delegation token."),
     ("delegation.token.expiry.time.ms", _L, 86400000, at_least(1), _MEDIUM, _RO,
      "Validity of a delegation token before it must be renewed."),
-    ("password.encoder.secret", _P, None, None, _MEDIUM, _RO,
-     "Secret encoding dynamically configured passwords."),
 ]
+
+
+def _non_empty(name: str, value: Any) -> None:
+    """Kafka's ConfigDef.NonEmptyString."""
+    if value == "":
+        raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                          "String must be non-empty")
+
+
+def _gzip_level(name: str, value: Any) -> None:
+    """Kafka's gzip level validator: a deflate level, or -1 for the library's default."""
+    if value != -1 and not 1 <= value <= 9:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                          "Value must be between 1 and 9 or equal to -1")
+
+
+_RLMM_CLASS = "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
+
+# --- Kafka 4.0's remaining broker keys (tests/config/kafka40_broker_configs.txt lists all 289
+# that Kafka 4.0 documents and describes). Types, defaults, ranges, importance and update modes
+# are Kafka 4.0's. Most configure subsystems Odradek does not have (share groups, tiered
+# storage, OAUTHBEARER over HTTPS/JWKS, Yammer reporters, pluggable callbacks): they are
+# parsed, validated, described and stored, and have no effect (docs/configuration.md lists
+# them). ---
+_KAFKA40_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode,
+                           str]] = [
+    # transactions
+    ("add.partitions.to.txn.retry.backoff.max.ms", _I, 100, at_least(0), _HIGH, _RO,
+     ("Upper bound of the broker's retries when adding a partition to a transaction on the "
+     "producer's behalf (capped by request.timeout.ms).")),
+    ("add.partitions.to.txn.retry.backoff.ms", _I, 20, at_least(1), _HIGH, _RO,
+     "Backoff between those retries."),
+    # compression levels applied when the broker recompresses
+    ("compression.gzip.level", _I, -1, _gzip_level, _MEDIUM, _CW,
+     "gzip level used when compression.type is gzip (-1: the codec's default)."),
+    ("compression.lz4.level", _I, 9, between(1, 17), _MEDIUM, _CW,
+     "lz4 level used when compression.type is lz4."),
+    ("compression.zstd.level", _I, 3, between(-131072, 22), _MEDIUM, _CW,
+     "zstd level used when compression.type is zstd."),
+    # network, requests, coordinators
+    ("controller.socket.timeout.ms", _I, 30000, None, _MEDIUM, _RO,
+     "Socket timeout of the channels from the controller to brokers."),
+    ("socket.connection.setup.timeout.ms", _L, 10000, None, _MEDIUM, _RO,
+     ("Initial time allowed for an outgoing connection to be established; doubles per "
+     "consecutive failure.")),
+    ("socket.connection.setup.timeout.max.ms", _L, 30000, None, _MEDIUM, _RO,
+     "Cap of that growing connection setup timeout."),
+    ("max.request.partition.size.limit", _I, 2000, at_least(1), _MEDIUM, _RO,
+     "Most partitions one request may be served for (share fetches)."),
+    ("num.replica.alter.log.dirs.threads", _I, None, None, _HIGH, _RO,
+     "Threads moving replicas between log directories (default: one per log directory)."),
+    ("group.coordinator.append.linger.ms", _I, 5, at_least(0), _MEDIUM, _RO,
+     ("How long the group coordinator lets non-transactional writes accumulate before "
+     "flushing them.")),
+    ("delegation.token.expiry.check.interval.ms", _L, 3600000, at_least(1), _LOW, _RO,
+     "How often expired delegation tokens are removed."),
+    ("telemetry.max.bytes", _I, 1048576, at_least(1), _LOW, _RO,
+     "Largest client telemetry payload (after compression) a PushTelemetry may carry."),
+    # quotas and metrics
+    ("alter.log.dirs.replication.quota.window.num", _I, 11, at_least(1), _LOW, _RO,
+     "Samples kept for the quota on moving replicas between log directories."),
+    ("alter.log.dirs.replication.quota.window.size.seconds", _I, 1, at_least(1), _LOW, _RO,
+     "Time span of one such sample."),
+    ("client.quota.callback.class", _C, None, None, _LOW, _RO,
+     "Pluggable ClientQuotaCallback deciding quota limits."),
+    ("kafka.metrics.polling.interval.secs", _I, 10, at_least(1), _LOW, _RO,
+     "Polling interval offered to kafka.metrics.reporters."),
+    ("kafka.metrics.reporters", _LST, [], None, _LOW, _RO,
+     "Yammer metrics reporter classes."),
+    # share groups (KIP-932, early access in Kafka 4.0)
+    ("group.share.delivery.count.limit", _I, 5, between(2, 10), _MEDIUM, _RO,
+     "Delivery attempts of a record to a share group before it is given up on."),
+    ("group.share.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM, _RO,
+     "Heartbeat interval given to share group members."),
+    ("group.share.max.groups", _SH, 10, between(1, 100), _MEDIUM, _RO,
+     "Most share groups a cluster may have."),
+    ("group.share.max.heartbeat.interval.ms", _I, 15000, at_least(1), _MEDIUM, _RO,
+     "Largest heartbeat interval a share group may be configured with."),
+    ("group.share.max.record.lock.duration.ms", _I, 60000, between(30000, 3600000), _MEDIUM, _RO,
+     "Largest record acquisition lock duration a share group may be configured with."),
+    ("group.share.max.session.timeout.ms", _I, 60000, at_least(1), _MEDIUM, _RO,
+     "Largest session timeout a share group may be configured with."),
+    ("group.share.max.size", _I, 200, between(1, 1000), _MEDIUM, _RO,
+     "Most members one share group may have."),
+    ("group.share.min.heartbeat.interval.ms", _I, 5000, at_least(1), _MEDIUM, _RO,
+     "Smallest heartbeat interval a share group may be configured with."),
+    ("group.share.min.record.lock.duration.ms", _I, 15000, between(1000, 30000), _MEDIUM, _RO,
+     "Smallest record acquisition lock duration a share group may be configured with."),
+    ("group.share.min.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM, _RO,
+     "Smallest session timeout a share group may be configured with."),
+    ("group.share.partition.max.record.locks", _I, 200, between(100, 10000), _MEDIUM, _RO,
+     "Most records of one share-partition that may be locked at once."),
+    ("group.share.record.lock.duration.ms", _I, 30000, between(1000, 3600000), _MEDIUM, _RO,
+     "How long a share group member holds an acquired record by default."),
+    ("group.share.session.timeout.ms", _I, 45000, at_least(1), _MEDIUM, _RO,
+     "Session timeout of share group members by default."),
+    ("share.coordinator.append.linger.ms", _I, 10, at_least(0), _MEDIUM, _RO,
+     "How long the share coordinator lets writes accumulate before flushing them."),
+    ("share.coordinator.load.buffer.size", _I, 5242880, at_least(1), _HIGH, _RO,
+     "Batch size when loading share-group state from __share_group_state."),
+    ("share.coordinator.snapshot.update.records.per.snapshot", _I, 500, at_least(0), _MEDIUM,
+     _RO, "Update records the share coordinator writes between two snapshot records."),
+    ("share.coordinator.state.topic.compression.codec", _I, 0, None, _HIGH, _RO,
+     "Compression codec id for __share_group_state (0: none)."),
+    ("share.coordinator.state.topic.min.isr", _SH, 2, at_least(1), _HIGH, _RO,
+     "min.insync.replicas of __share_group_state."),
+    ("share.coordinator.state.topic.num.partitions", _I, 50, at_least(1), _HIGH, _RO,
+     "Number of partitions of __share_group_state."),
+    ("share.coordinator.state.topic.replication.factor", _SH, 3, at_least(1), _HIGH, _RO,
+     "Replication factor of __share_group_state."),
+    ("share.coordinator.state.topic.segment.bytes", _I, 104857600, at_least(1), _HIGH, _RO,
+     "Segment size of __share_group_state."),
+    ("share.coordinator.threads", _I, 1, at_least(1), _MEDIUM, _RO,
+     "Threads of the share coordinator."),
+    ("share.coordinator.write.timeout.ms", _I, 5000, at_least(1), _HIGH, _RO,
+     "How long a share-group state write waits for all replicas."),
+    ("share.fetch.purgatory.purge.interval.requests", _I, 1000, None, _MEDIUM, _RO,
+     "Purge interval (in requests) of the share fetch purgatory."),
+    # tiered storage (KIP-405)
+    ("remote.log.storage.system.enable", _B, False, None, _MEDIUM, _RO,
+     "Start the tiered storage services on this broker."),
+    ("remote.log.storage.manager.class.name", _S, None, _non_empty, _MEDIUM, _RO,
+     "RemoteStorageManager implementation class."),
+    ("remote.log.storage.manager.class.path", _S, None, None, _MEDIUM, _RO,
+     "Class path searched first for the RemoteStorageManager and its dependencies."),
+    ("remote.log.storage.manager.impl.prefix", _S, "rsm.config.", _non_empty, _MEDIUM, _RO,
+     "Prefix of the properties handed to the RemoteStorageManager."),
+    ("remote.log.metadata.manager.class.name", _S, _RLMM_CLASS, _non_empty, _MEDIUM, _RO,
+     "RemoteLogMetadataManager implementation class."),
+    ("remote.log.metadata.manager.class.path", _S, None, None, _MEDIUM, _RO,
+     "Class path searched first for the RemoteLogMetadataManager and its dependencies."),
+    ("remote.log.metadata.manager.impl.prefix", _S, "rlmm.config.", _non_empty, _MEDIUM, _RO,
+     "Prefix of the properties handed to the RemoteLogMetadataManager."),
+    ("remote.log.metadata.manager.listener.name", _S, None, _non_empty, _MEDIUM, _RO,
+     "Local listener the RemoteLogMetadataManager connects to, if it needs one."),
+    ("remote.log.metadata.custom.metadata.max.bytes", _I, 128, at_least(0), _LOW, _RO,
+     "Largest custom segment metadata accepted from the remote storage plugin."),
+    ("remote.log.manager.thread.pool.size", _I, 2, at_least(1), _MEDIUM, _RO,
+     "Threads reading the highest uploaded remote offset for follower partitions."),
+    ("remote.log.manager.copier.thread.pool.size", _I, 10, at_least(1), _MEDIUM, _CW,
+     "Threads scheduling segment copies to remote storage."),
+    ("remote.log.manager.expiration.thread.pool.size", _I, 10, at_least(1), _MEDIUM, _CW,
+     "Threads scheduling the removal of expired remote segments."),
+    ("remote.log.manager.task.interval.ms", _L, 30000, at_least(1), _LOW, _RO,
+     "Interval of the remote log manager's copy and cleanup tasks."),
+    ("remote.log.manager.copy.quota.window.num", _I, 11, at_least(1), _MEDIUM, _RO,
+     "Samples kept for the remote copy quota."),
+    ("remote.log.manager.copy.quota.window.size.seconds", _I, 1, at_least(1), _MEDIUM, _RO,
+     "Time span of one remote copy quota sample."),
+    ("remote.log.manager.fetch.quota.window.num", _I, 11, at_least(1), _MEDIUM, _RO,
+     "Samples kept for the remote fetch quota."),
+    ("remote.log.manager.fetch.quota.window.size.seconds", _I, 1, at_least(1), _MEDIUM, _RO,
+     "Time span of one remote fetch quota sample."),
+    ("remote.log.reader.threads", _I, 10, at_least(1), _MEDIUM, _CW,
+     "Threads serving reads from remote storage."),
+    ("remote.log.reader.max.pending.tasks", _I, 100, at_least(1), _MEDIUM, _RO,
+     "Queue length of the remote reader pool; a fetch finding it full gets an error."),
+    # SASL: client-side callback, OAUTHBEARER login and JWT validation, security providers
+    ("sasl.client.callback.handler.class", _C, None, None, _MEDIUM, _RO,
+     "SASL client callback handler class."),
+    ("sasl.login.connect.timeout.ms", _I, None, None, _LOW, _RO,
+     "Connect timeout towards an external OAUTHBEARER login provider."),
+    ("sasl.login.read.timeout.ms", _I, None, None, _LOW, _RO,
+     "Read timeout towards an external OAUTHBEARER login provider."),
+    ("sasl.login.retry.backoff.ms", _L, 100, None, _LOW, _RO,
+     "First wait between OAUTHBEARER login attempts (doubles per attempt)."),
+    ("sasl.login.retry.backoff.max.ms", _L, 10000, None, _LOW, _RO,
+     "Cap of the wait between OAUTHBEARER login attempts."),
+    ("sasl.oauthbearer.jwks.endpoint.url", _S, None, None, _MEDIUM, _RO,
+     "HTTP(S) or file URL of the JSON Web Key Set that verifies JWT signatures."),
+    ("sasl.oauthbearer.token.endpoint.url", _S, None, None, _MEDIUM, _RO,
+     "Token endpoint (or token file) of the OAuth/OIDC provider used to log in."),
+    ("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, None, _LOW, _RO,
+     "How often the cached JWKS is refreshed."),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _L, 100, None, _LOW, _RO,
+     "First wait between JWKS retrieval attempts (doubles per attempt)."),
+    ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _L, 10000, None, _LOW, _RO,
+     "Cap of the wait between JWKS retrieval attempts."),
+    ("sasl.oauthbearer.clock.skew.seconds", _I, 30, None, _LOW, _RO,
+     "Clock difference tolerated between the identity provider and the broker."),
+    ("sasl.oauthbearer.expected.audience", _LST, None, None, _LOW, _RO,
+     "Audiences a JWT's `aud` claim must match one of (unset: not checked)."),
+    ("sasl.oauthbearer.expected.issuer", _S, None, None, _LOW, _RO,
+     "Issuer a JWT's `iss` claim must equal (unset: not checked)."),
+    ("sasl.oauthbearer.scope.claim.name", _S, "scope", None, _LOW, _RO,
+     "Name of the JWT claim holding the scope."),
+    ("sasl.oauthbearer.sub.claim.name", _S, "sub", None, _LOW, _RO,
+     "Name of the JWT claim holding the subject."),
+    ("security.providers", _S, None, None, _LOW, _RO,
+     "SecurityProviderCreator classes registering security algorithm providers."),
+    ("ssl.allow.dn.changes", _B, False, None, _LOW, _RO,
+     "Whether a dynamically reloaded certificate may change its distinguished name."),
+    ("ssl.allow.san.changes", _B, False, None, _LOW, _RO,
+     "Whether a dynamically reloaded certificate may change its subject alternative names."),
+]
+
 
 def metrics_listener(value: str) -> tuple[str, int]:
     """`metrics.prometheus.listener`'s http://HOST:PORT as (host, port); "" host: every
@@ -478,20 +668,20 @@ def _check_metrics_listener(_name: str, value: Any) -> None:
 _ODRADEK_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, UpdateMode,
                            str]] = [
     ("event.loop.stall.warn.ms", _L, 500, at_least(0), _LOW, _RO,
-     "Odradek only: an event-loop stall or garbage collection longer than this is logged at "
+     ("Odradek only: an event-loop stall or garbage collection longer than this is logged at "
      "WARN with the code the loop was in (0: not watched). Every request waits while the "
-     "loop is held, so these are what a tail latency is made of."),
+     "loop is held, so these are what a tail latency is made of.")),
     ("event.loop.fsync.check", _B, False, None, _LOW, _RO,
-     "Odradek only, a diagnostic: log at WARN every fsync made on the event loop's thread "
-     "(where it delays every request), with its stack."),
+     ("Odradek only, a diagnostic: log at WARN every fsync made on the event loop's thread "
+     "(where it delays every request), with its stack.")),
     ("metrics.prometheus.listener", _S, None, _check_metrics_listener, _LOW, _RO,
-     "Odradek only: where the broker serves its metrics in Prometheus' text format, as "
+     ("Odradek only: where the broker serves its metrics in Prometheus' text format, as "
      "http://HOST:PORT (every path answers; an empty HOST listens on every interface), "
-     "named as the Prometheus JMX exporter names Kafka's. Unset: no metrics endpoint."),
+     "named as the Prometheus JMX exporter names Kafka's. Unset: no metrics endpoint.")),
     ("request.slow.log.ms", _L, 0, at_least(0), _LOW, _RO,
-     "Odradek only: a request whose time not spent waiting on purpose (queue + local + "
+     ("Odradek only: a request whose time not spent waiting on purpose (queue + local + "
      "response send; a long poll's or acks=all's wait excluded) exceeds this is logged at "
-     "INFO with its split, on logger odradek.request.slow (0: off)."),
+     "INFO with its split, on logger odradek.request.slow (0: off).")),
 ]
 
 # Log configs whose broker key is not their topic key's first synonym are read-only in Kafka
@@ -543,5 +733,5 @@ def _log_configs_from_topic_table() -> list[ConfigDef]:
 BROKER_CONFIGS: dict[str, ConfigDef] = dict(sorted(table(
     [ConfigDef(name, ctype, default, validator, importance, mode, doc)
      for name, ctype, default, validator, importance, mode, doc in
-     _BROKER_TABLE + _ODRADEK_TABLE]
+     _BROKER_TABLE + _KAFKA40_TABLE + _ODRADEK_TABLE]
     + _log_configs_from_topic_table()).items()))

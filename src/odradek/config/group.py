@@ -49,8 +49,8 @@ GROUP_CONFIGS: dict[str, ConfigDef] = table([
               doc="Where a share-partition starts when it has no start offset yet."),
 ])
 
-# Broker keys bounding each group config (Kafka 4.0's defaults where the broker config table
-# does not define the key: the share-group keys).
+# Broker keys bounding each group config, with their Kafka 4.0 defaults (used when the broker
+# lookup does not know the key).
 _BOUNDS: dict[str, tuple[str, int, str, int]] = {
     CONSUMER_HEARTBEAT_INTERVAL_MS: ("group.consumer.min.heartbeat.interval.ms", 5000,
                                      "group.consumer.max.heartbeat.interval.ms", 15000),

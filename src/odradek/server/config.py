@@ -1,6 +1,6 @@
 """Broker configuration: `KafkaConfig`, a parsed and validated `server.properties`.
 
-Names, types, defaults, validation and error wording are Kafka 3.8's (KafkaConfig, ConfigDef),
+Names, types, defaults, validation and error wording are Kafka 4.0's (KafkaConfig, ConfigDef),
 so a Kafka user's `server.properties` works unchanged. The definitions (`BROKER_CONFIGS`), value
 parsing, the `.properties` reader, listener parsing and the DescribeConfigs rendering live in the
 shared config model, `odradek.config`; this module adds what only a broker process needs:
@@ -339,10 +339,6 @@ class KafkaConfig:
         _require(wait <= self._values["replica.lag.time.max.ms"],
                  "replica.fetch.wait.max.ms should always be less than or equal to "
                  "replica.lag.time.max.ms to prevent frequent changes in ISR")
-        acks = self._values["offsets.commit.required.acks"]
-        _require(-1 <= acks <= self._values["offsets.topic.replication.factor"],
-                 "offsets.commit.required.acks must be greater or equal -1 and less or equal "
-                 "to offsets.topic.replication.factor")
 
     def _validate_listeners_and_quorum(self) -> None:
         if ("inter.broker.listener.name" in self._originals
