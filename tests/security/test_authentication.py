@@ -14,18 +14,8 @@ from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
 from odradek.security.scram import ScramClient
-from tests.broker_process import api_versions_ok, wait_until
+from tests.broker_process import _recv_exact, api_versions_ok, wait_until
 from tests.security.conftest import PLAIN_USERS, SCRAM_USERS
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        data += chunk
-    return bytes(data)
 
 
 def _call(sock: socket.socket, api_key: int, version: int, request, correlation_id: int = 1):
