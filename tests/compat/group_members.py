@@ -240,25 +240,35 @@ class LibrdkafkaMember(threading.Thread):
         else:  # classic, cooperative, with quick heartbeats
             config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
                            "partition.assignment.strategy": "cooperative-sticky"})
-        self.consumer = LibrdkafkaConsumer(config)
+        self.config = config
         self.topic = topic
         self.owned: set[int] = set()
         self.values: list[int] = []
         self.revoked: list[set[int]] = []
+        self.errors: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         def on_revoke(_consumer, partitions):
             self.revoked.append({p.partition for p in partitions})
 
-        self.consumer.subscribe([self.topic], on_revoke=on_revoke)
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.05)
-            if message is not None and message.error() is None:
-                self.values.append(_number_or_bytes(message.value()))
-                self.consumer.commit(message, asynchronous=False)
-            self.owned = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
+        # Made and closed in this thread whatever happens: a librdkafka consumer left to the
+        # garbage collector closes in rd_kafka_destroy, which can block the collecting thread
+        # for good once the test's broker is gone (a whole CI run hung on one).
+        self.consumer = LibrdkafkaConsumer(self.config)
+        try:
+            self.consumer.subscribe([self.topic], on_revoke=on_revoke)
+            while not self.stop.is_set():
+                message = self.consumer.poll(0.05)
+                if message is not None and message.error() is None:
+                    self.values.append(_number_or_bytes(message.value()))
+                    try:
+                        self.consumer.commit(message, asynchronous=False)
+                    except KafkaException as exc:  # racing a revocation: redelivered
+                        self.errors.append(str(exc))
+                self.owned = {tp.partition for tp in self.consumer.assignment()}
+        finally:
+            self.consumer.close()
 
 
 def _number_or_bytes(value: bytes) -> int | bytes:

@@ -5,14 +5,19 @@ against the classic protocol with the same clients."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from group_members import KIP848_BROKER_OVERRIDES, create_topic, produce_spread, wait_for
+from group_members import (
+    KIP848_BROKER_OVERRIDES,
+    LibrdkafkaMember,
+    create_topic,
+    produce_spread,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,65 +28,39 @@ def broker(tmp_path_factory):
     broker.stop()
 
 
-class Member(threading.Thread):
-    """Polls in its own thread; records what it owns."""
-
-    def __init__(self, config: dict, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.consumer = Consumer(config)
-        self.topic = topic
-        self.owned: set[int] = set()
-        self.stop = threading.Event()
-        self.values: list[bytes] = []
-
-    def run(self) -> None:
-        self.consumer.subscribe([self.topic])
-        while not self.stop.is_set():
-            message = self.consumer.poll(0.05)
-            if message is not None and message.error() is None:
-                self.values.append(message.value())
-                self.consumer.commit(message, asynchronous=False)
-            self.owned = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
-
-
-def _config(bootstrap: str, group: str, protocol: str) -> dict:
-    config = {"bootstrap.servers": bootstrap, "group.id": group,
-              "auto.offset.reset": "earliest", "enable.auto.commit": False}
-    if protocol == "consumer":
-        config["group.protocol"] = "consumer"
-    else:
-        config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                       "partition.assignment.strategy": "cooperative-sticky"})
-    return config
-
-
-def _balanced(members: list[Member], per_member: int) -> bool:
+def _balanced(members: list[LibrdkafkaMember], per_member: int) -> bool:
     owned = [m.owned for m in members]
     return all(len(o) == per_member for o in owned) and \
         len(set().union(*owned)) == per_member * len(members)
 
 
 def _leave_and_measure(bootstrap: str, protocol: str,
-                       ) -> tuple[float, list[Member], str, str]:
+                       ) -> tuple[float, list[LibrdkafkaMember], str, str]:
+    """Three members balance, one leaves: how long until the two others hold everything.
+    On failure every member is stopped (a librdkafka consumer must be closed while its broker
+    is up)."""
     topic, group = create_topic(bootstrap, 6), f"g-{uuid.uuid4().hex[:6]}"
     produce_spread(bootstrap, topic, 6, 0, 60)
-    members = [Member(_config(bootstrap, group, protocol), topic) for _ in range(3)]
+    members = [LibrdkafkaMember(bootstrap, group, topic, protocol) for _ in range(3)]
     for member in members:
         member.start()
-    wait_for(lambda: _balanced(members, 2), 60, f"three {protocol} members with 2 each")
-    leaving = members.pop()
-    started = time.monotonic()
-    leaving.stop.set()
-    wait_for(lambda: _balanced(members, 3), 60, f"two {protocol} members with 3 each")
-    return time.monotonic() - started, [*members, leaving], topic, group
+    try:
+        wait_for(lambda: _balanced(members, 2), 60, f"three {protocol} members with 2 each")
+        started = time.monotonic()
+        members[-1].stop.set()
+        wait_for(lambda: _balanced(members[:-1], 3), 60, f"two {protocol} members with 3 each")
+    except BaseException:
+        _stop(members)
+        raise
+    return time.monotonic() - started, members, topic, group
 
 
-def _stop(members: list[Member]) -> None:
+def _stop(members: list[LibrdkafkaMember]) -> None:
     for member in members:
         member.stop.set()
     for member in members:
         member.join(30)
+    assert not any(member.is_alive() for member in members), "a member did not stop"
 
 
 def test_consumer_protocol_join_leave_commit_resume(broker):
@@ -91,16 +70,16 @@ def test_consumer_protocol_join_leave_commit_resume(broker):
     finally:
         _stop(members)
     print(f"consumer protocol: stable {took:.2f} s after a leave")
-    assert sorted(int(v) for m in members for v in m.values) == list(range(60))
+    assert sorted(v for m in members for v in m.values) == list(range(60))
     # A new member resumes from the committed offsets: only the new records.
     produce_spread(broker.bootstrap, topic, 6, 60, 12)
-    resumed = Member(_config(broker.bootstrap, group, "consumer"), topic)
+    resumed = LibrdkafkaMember(broker.bootstrap, group, topic, "consumer")
     resumed.start()
     try:
         wait_for(lambda: len(resumed.values) >= 12, 60, "the records after the commits")
     finally:
         _stop([resumed])
-    assert sorted(int(v) for v in resumed.values) == list(range(60, 72))
+    assert sorted(resumed.values) == list(range(60, 72))
     # The group's committed offsets, read by a client outside the group (OffsetFetch).
     checker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     try:
@@ -113,8 +92,8 @@ def test_consumer_protocol_join_leave_commit_resume(broker):
 def test_leave_stabilises_faster_than_classic(broker):
     kip848, members, _, _ = _leave_and_measure(broker.bootstrap, "consumer")
     _stop(members)
-    classic, classic_members, _, _ = _leave_and_measure(broker.bootstrap, "classic")
-    _stop(classic_members)
+    classic, members, _, _ = _leave_and_measure(broker.bootstrap, "classic")
+    _stop(members)
     print(f"stabilise after a leave: consumer protocol {kip848:.2f} s, classic "
           f"cooperative-sticky {classic:.2f} s")
     assert kip848 < 30 and classic < 30

@@ -44,23 +44,25 @@ def _stop(members) -> None:
     for member in members:
         member.stop.set()
     for member in members:
-        member.join(30)
+        if member.is_alive() or member.ident is not None:
+            member.join(30)
+    assert not any(member.is_alive() for member in members), "a member did not stop"
 
 
 def test_odradek_and_librdkafka_consumer_protocol_members_share_a_group(broker):
     topic, group = create_topic(broker.bootstrap, 6), f"g-{uuid.uuid4().hex[:6]}"
     produce_spread(broker.bootstrap, topic, 6, 0, 60)
     first = OdradekMember(broker.bootstrap, group, topic)
-    first.start()
-    wait_for(lambda: len(first.owned) == 6, 30, "the first member owns all six partitions")
-    # Two more join: the first member gives up four partitions and keeps two, never
-    # revoking the ones it keeps.
     second = OdradekMember(broker.bootstrap, group, topic)
     third = LibrdkafkaMember(broker.bootstrap, group, topic)
-    second.start()
-    third.start()
     members = [first, second, third]
+    first.start()
     try:
+        wait_for(lambda: len(first.owned) == 6, 30, "the first member owns all six partitions")
+        # Two more join: the first member gives up four partitions and keeps two, never
+        # revoking the ones it keeps.
+        second.start()
+        third.start()
         wait_for(lambda: _balanced(members, 2, 6), 60, "three members with two each")
         kept = set(first.owned)
         assert all(not (revoked & kept) for revoked in first.listener.revoked)

@@ -131,8 +131,13 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=["--no-sandbox"])
+        # No background networking: on a machine without internet Chromium's own
+        # connections (updates, sync, lookups of Google's hosts) are refused or hang.
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, timeout=60_000,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"])
         yield browser
         browser.close()
 
@@ -153,6 +158,7 @@ def shots(tmp_path_factory):
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(30_000)  # every wait bounded, a slow CI machine included
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
