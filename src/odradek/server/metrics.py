@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import start_http_server
+from prometheus_client import GCCollector, ProcessCollector, start_http_server
 from prometheus_client.core import (
     CollectorRegistry,
     CounterMetricFamily,
@@ -66,6 +66,7 @@ class BrokerSnapshot:
     topic_stats: dict[str, list[int]] = field(default_factory=dict)
     all_topics: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     requests: dict[str, tuple[Histogram, ...]] = field(default_factory=dict)
+    requests_by_version: dict[tuple[str, int], int] = field(default_factory=dict)
     partitions: list[PartitionView] = field(default_factory=list)
     fetch_purgatory: int = 0
     connections: dict[str, int] = field(default_factory=dict)
@@ -101,6 +102,9 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
             api_name(api_key): tuple(Histogram(list(h.counts), h.count, h.sum_ns, h.max_ns)
                                      for h in histograms)
             for api_key, histograms in network.request_metrics.by_api.items()}
+        snap.requests_by_version = {
+            (api_name(api_key), version): count
+            for (api_key, version), count in network.request_metrics.by_version.items()}
         for connection in network.connections:
             name = connection.listener.name
             snap.connections[name] = snap.connections.get(name, 0) + 1
@@ -202,11 +206,12 @@ class BrokerCollector:
             yield family
 
     def _request_metrics(self, snap: BrokerSnapshot) -> Iterator[Metric]:
+        # Kafka keeps one RequestsPerSec meter per API and version, and none per API alone.
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                       "Requests answered, by API (RequestsPerSec)",
-                                       labels=["request"])
-        for request, histograms in sorted(snap.requests.items()):
-            requests.add_metric([request], histograms[-1].count)
+                                       "Requests answered, by API and version (RequestsPerSec)",
+                                       labels=["request", "version"])
+        for (request, version), count in sorted(snap.requests_by_version.items()):
+            requests.add_metric([request, str(version)], count)
         yield requests
         for part_index, part in enumerate(PARTS):
             name = f"kafka_network_requestmetrics_{part.lower()}"
@@ -323,6 +328,11 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(
             self._snapshot, broker.node_id, LoopIdle(threading.get_ident())))
+        # The process' CPU, memory and descriptors (process_*) and the interpreter's garbage
+        # collections (python_gc_*), read from /proc and gc at scrape time: what the JMX
+        # exporter's process_* and jvm_gc_* give a Kafka dashboard's resources row.
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._broker = broker
         self._httpd: Any = None
         self._thread: threading.Thread | None = None
