@@ -193,6 +193,8 @@ def test_gauges_describe_the_broker(broker):
     assert value(samples, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_controller_kafkacontroller_activebrokercount") == 1
+    assert value(samples, "kafka_controller_kafkacontroller_fencedbrokercount") == 0
     assert value(samples, "kafka_server_raftmetrics_current_leader") == 1
     assert value(samples, "kafka_server_raftmetrics_current_state",
                  current_state="leader") == 1

@@ -5,7 +5,11 @@ Names are those the Prometheus JMX exporter gives Kafka's MBeans with its standa
 `...Percent` gauges), so dashboards and alerts written for Kafka carry over:
 `kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=T` is
 `kafka_server_brokertopicmetrics_bytesin_total{topic="T"}`, a RequestMetrics histogram's
-99thPercentile is `kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`.
+99thPercentile is `kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`,
+the RequestsPerSec meter of Produce v9 is
+`kafka_network_requestmetrics_requests_total{request="Produce",version="9"}`.
+docs/grafana/odradek.json is a dashboard on these names (tests/server/test_grafana_dashboard.py
+keeps the two in step).
 
 Nothing is computed per request for this: the counters Kafka keeps per topic are plain ints
 added where the data passes already (`BrokerTopicStats`: an append's batch-header offsets and
@@ -74,6 +78,8 @@ class BrokerSnapshot:
     offline_partitions: int = 0
     global_topics: int = 0
     global_partitions: int = 0
+    active_brokers: int = 0
+    fenced_brokers: int = 0
     raft: dict[str, float] = field(default_factory=dict)
     raft_state: str = ""
     classic_groups: dict[str, int] = field(default_factory=dict)
@@ -117,6 +123,8 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
         if snap.active_controller:
             # Kafka's controller gauges are reported by the active controller only.
             snap.global_topics = len(image.topics_by_name)
+            snap.fenced_brokers = sum(1 for b in image.brokers.values() if b.fenced)
+            snap.active_brokers = len(image.brokers) - snap.fenced_brokers
             for topic in image.topics_by_name.values():
                 snap.global_partitions += len(topic.partitions)
                 snap.offline_partitions += sum(1 for p in topic.partitions.values()
@@ -261,7 +269,11 @@ class BrokerCollector:
                  "Partitions without a leader (active controller only)"),
                 ("globaltopiccount", snap.global_topics, "Topics (active controller only)"),
                 ("globalpartitioncount", snap.global_partitions,
-                 "Partitions (active controller only)")):
+                 "Partitions (active controller only)"),
+                ("activebrokercount", snap.active_brokers,
+                 "Registered brokers not fenced (active controller only)"),
+                ("fencedbrokercount", snap.fenced_brokers,
+                 "Registered brokers fenced, e.g. shut down (active controller only)")):
             yield GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc, value=value)
         for name, value in snap.raft.items():
             yield GaugeMetricFamily(f"kafka_server_raftmetrics_{name}",
