@@ -260,10 +260,10 @@ def test_promql_reading():
 
 def test_dashboard_imports_into_grafana():
     dashboard = load_dashboard()
-    assert dashboard["__inputs"] == [{
-        "name": "DS_PROMETHEUS", "label": "Prometheus", "description": dashboard["__inputs"][0][
-            "description"], "type": "datasource", "pluginId": "prometheus",
-        "pluginName": "Prometheus"}]
+    # Grafana's import asks for a Prometheus data source for the input and substitutes it.
+    [datasource_input] = dashboard["__inputs"]
+    assert {key: datasource_input[key] for key in ("name", "type", "pluginId")} == {
+        "name": "DS_PROMETHEUS", "type": "datasource", "pluginId": "prometheus"}
     assert dashboard["id"] is None and dashboard["uid"]  # importable next to other dashboards
     panels = all_panels(dashboard)
     ids = [panel["id"] for panel in panels]
@@ -382,7 +382,8 @@ def test_every_metric_the_dashboard_uses_is_exported(broker):
     produce_and_consume(broker.bootstrap)
     samples = exported_labels(scrape(broker.metrics_url))
     dashboard = load_dashboard()
-    assert not problems(dashboard, samples)
+    found = problems(dashboard, samples)
+    assert not found, "\n".join(found)
     referenced = {selector.name for _where, query, _labels in queries(dashboard)
                   for selector in query.selectors}
     assert len(referenced) >= 40  # the parse found the dashboard's metrics, not a few
