@@ -43,6 +43,7 @@ def test_split_adds_up_and_slow_requests_are_logged(caplog):
     assert maxima["RemoteTimeMs"] == pytest.approx(12, abs=0.5)
     assert maxima["LocalTimeMs"] == pytest.approx(6, abs=0.5)
     assert maxima["TotalTimeMs"] >= 30
+    assert metrics.by_version == {(PRODUCE, 9): 1}
     assert "slow request: Produce v9" in caplog.text  # 18 ms besides the remote wait
 
 

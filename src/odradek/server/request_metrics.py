@@ -68,11 +68,13 @@ class Histogram:
 
 
 class RequestMetrics:
-    """The histograms of every API seen, by API key and part."""
+    """The histograms of every API seen, by API key and part, and the requests answered by API
+    key and version (Kafka's RequestsPerSec meter is tagged with both)."""
 
     def __init__(self, slow_ms: float = 0.0) -> None:
         self.slow_ns = int(slow_ms * 1e6)  # 0: no slow-request log
         self.by_api: dict[int, tuple[Histogram, ...]] = {}
+        self.by_version: dict[tuple[int, int], int] = {}
 
     def record(self, api_key: int, api_version: int, timing: RequestTiming, local_done_ns: int,
                connection_id: str, client_id: str | None) -> None:
@@ -88,6 +90,9 @@ class RequestMetrics:
         for histogram, nanos in zip(histograms, (queue, handling - remote, remote, send, total),
                                     strict=True):
             histogram.record(nanos)
+        # A tuple key and an int add: the version label is formatted at scrape time only.
+        key = (api_key, api_version)
+        self.by_version[key] = self.by_version.get(key, 0) + 1
         # Waiting on purpose (a long poll, acks=all) is not slowness.
         if self.slow_ns and total - remote > self.slow_ns:
             log.info("slow request: %s v%d from %s (client %s): total %.1f ms = queue %.1f + "
