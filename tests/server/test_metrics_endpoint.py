@@ -175,6 +175,9 @@ def test_counters_follow_a_produce_and_consume_load(broker):
             assert tags.keys() == {"request", "version"} and tags["version"].isdigit()
             requests[tags["request"]] = requests.get(tags["request"], 0) + count
     assert requests["Produce"] >= 1 and requests["Fetch"] >= 1
+    # Every Fetch counted a second time by its source, as Kafka's FetchConsumer/FetchFollower:
+    # here only consumers fetch.
+    assert requests["FetchConsumer"] == requests["Fetch"] and "FetchFollower" not in requests
     assert requests["Produce"] == value(
         after, "kafka_network_requestmetrics_totaltimems_count_total", request="Produce")
     assert value(after, "kafka_network_requestmetrics_totaltimems",
