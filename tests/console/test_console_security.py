@@ -1,0 +1,232 @@
+"""The console in front of a secured cluster, in a real headless Chromium: a SASL_PLAINTEXT
+listener with PLAIN users, StandardAuthorizer, `allow.everyone.if.no.acl.found=false` and
+`admin` a super user. Users log in to the console as users of the cluster (a wrong password
+shows SASL_AUTHENTICATION_FAILED and reaches no log), see only what their ACLs allow, and the
+ACLs and quotas pages change the broker's state (checked with the admin client); logging out
+ends the server-side session; read-only mode allows logging in but no change.
+
+One broker, one console of each mode and one browser for the module (CI time)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from console_process import CHROMIUM, ConsoleProcess
+
+from odradek.client import Admin, ClientQuotaEntity, ClientQuotaFilter, NewTopic
+from odradek.clock import ManualClock
+from odradek.console.auth import COOKIE, SessionStore
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+from tests.security.test_acl_matrix import USERS, start_acl_broker
+
+VISIBLE = "alice-visible"  # alice may describe it
+HIDDEN = "no-acl-topic"  # no ACL at all: hidden from everyone but super users
+WRONG_PASSWORD = "not-alices-password-42"
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} is missing: install Debian's chromium (`make chromium`) to run the "
+           "console's browser tests")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    broker = start_acl_broker(tmp_path_factory.mktemp("console-acl-broker"),
+                              allow_everyone=False)
+    try:
+        yield broker
+    finally:
+        broker.process.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(broker):
+    with Admin(broker.client_config("admin")) as admin:
+        admin.create_topics([NewTopic(VISIBLE, 1, 1), NewTopic(HIDDEN, 1, 1)])
+        admin.create_acls([AclBinding(ResourceType.TOPIC, VISIBLE, PatternType.LITERAL,
+                                      "User:alice", "*", AclOperation.DESCRIBE,
+                                      PermissionType.ALLOW)])
+        yield admin
+
+
+@pytest.fixture(scope="module")
+def console(broker, admin, tmp_path_factory):
+    process = ConsoleProcess(tmp_path_factory.mktemp("console-sasl"), broker.sasl_bootstrap,
+                             "--sasl-mechanism", "PLAIN")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def read_only_console(broker, admin, tmp_path_factory):
+    process = ConsoleProcess(tmp_path_factory.mktemp("console-sasl-ro"), broker.sasl_bootstrap,
+                             "--sasl-mechanism", "PLAIN", "--read-only")
+    yield process
+    process.stop()
+
+
+def log_in(page, url: str, user: str, password: str | None = None, path: str = "/topics"):
+    page.goto(url + path)
+    page.wait_for_url("**/login?next=*")
+    page.fill("#username", user)
+    page.fill("#password", USERS[user] if password is None else password)
+    page.click("#login")
+
+
+def alice_read_acls(admin) -> list[AclBinding]:
+    return admin.describe_acls(AclBindingFilter(
+        ResourceType.TOPIC, HIDDEN, PatternType.LITERAL, "User:alice", None, AclOperation.ANY,
+        PermissionType.ANY))
+
+
+def test_wrong_password_shows_kafkas_error_and_logs_no_password(console, page, shots):
+    log_in(page, console.url, "alice", WRONG_PASSWORD)
+    assert page.locator("input[name=next]").input_value() == "/topics"
+    page.wait_for_selector("#login-error")
+    assert page.locator("#login-error").inner_text().startswith("SASL_AUTHENTICATION_FAILED")
+    assert page.locator("#username").input_value() == "alice"
+    assert page.context.cookies() == []  # no session
+    shots(page, "login-failed")
+    log = console.out.read_text()
+    assert "console login of 'alice' failed: SASL_AUTHENTICATION_FAILED" in log
+    assert WRONG_PASSWORD not in log
+
+
+def test_a_user_sees_what_its_acls_allow_and_logs_out(console, page, shots):
+    log_in(page, console.url, "alice")
+    page.wait_for_url("**/topics")  # where the login page was asked for
+    assert page.locator("#user").inner_text() == "alice"
+    table = page.locator("#topics").inner_text()
+    assert VISIBLE in table and HIDDEN not in table
+    shots(page, "topics-as-alice")
+    response = page.goto(console.url + "/acls")  # DescribeAcls needs DESCRIBE on the cluster
+    assert response.status == 403
+    assert page.locator("#error-message").inner_text().startswith(
+        "CLUSTER_AUTHORIZATION_FAILED")
+    [cookie] = [c for c in page.context.cookies() if c["name"] == COOKIE]
+    assert cookie["httpOnly"] and USERS["alice"] not in cookie["value"]
+
+    page.click("#logout")
+    page.wait_for_url("**/login")
+    assert page.context.cookies() == []
+    page.context.add_cookies([cookie])  # the old session id no longer opens anything
+    page.goto(console.url + "/topics")
+    page.wait_for_url("**/login?next=*")
+    assert USERS["alice"] not in console.out.read_text()
+
+
+def test_add_and_delete_an_acl(console, page, admin, shots):
+    log_in(page, console.url, "admin")
+    page.wait_for_url("**/topics")
+    assert HIDDEN in page.locator("#topics").inner_text()  # a super user sees every topic
+    page.click("nav a:text-is('ACLs')")
+    page.wait_for_url("**/acls")
+    page.click("#add-acl")
+    page.fill("#principal", "User:alice")
+    page.select_option("#operation", "READ")
+    page.select_option("#resource_type", "TOPIC")
+    page.fill("#resource_name", HIDDEN)
+    shots(page, "acl-new")
+    page.click("#review")
+    assert page.locator("#review-resource").inner_text() == f"TOPIC {HIDDEN} (LITERAL)"
+    assert alice_read_acls(admin) == []  # the review step changes nothing
+    shots(page, "acl-review")
+    page.click("#confirm-acl")
+    page.wait_for_url("**/acls?*created=1")
+    expected = AclBinding(ResourceType.TOPIC, HIDDEN, PatternType.LITERAL, "User:alice", "*",
+                          AclOperation.READ, PermissionType.ALLOW)
+    assert alice_read_acls(admin) == [expected]
+    rows = page.locator("#acls tr", has_text=HIDDEN)
+    assert rows.count() == 1 and "READ" in rows.inner_text()
+    shots(page, "acls")
+
+    rows.locator("a.delete-acl").click()
+    page.wait_for_url("**/acls/delete?*")
+    assert page.locator("#review-operation").inner_text() == "READ"
+    assert alice_read_acls(admin) == [expected]  # not before the confirmation
+    shots(page, "acl-delete-confirm")
+    page.click("#confirm-acl")
+    page.wait_for_url("**/acls?deleted=1")
+    assert alice_read_acls(admin) == []
+
+
+def test_set_and_remove_a_quota(console, page, admin, shots):
+    alice = ClientQuotaEntity.of({"user": "alice"})
+    log_in(page, console.url, "admin", path="/quotas")
+    page.wait_for_url("**/quotas")
+    page.fill("#user", "alice")
+    page.select_option("#key", "producer_byte_rate")
+    page.fill("#value", "1024")
+    page.click("#review-quota")
+    assert page.locator("#review-entity").inner_text() == "user 'alice'"
+    assert alice not in admin.describe_client_quotas(ClientQuotaFilter.all())
+    shots(page, "quota-review")
+    page.click("#confirm-quota")
+    page.wait_for_url("**/quotas?changed=1")
+    assert admin.describe_client_quotas(ClientQuotaFilter.all())[alice] == {
+        "producer_byte_rate": 1024.0}
+    row = page.locator("#quotas tr", has_text="producer_byte_rate")
+    assert "user 'alice'" in row.inner_text()
+    shots(page, "quotas")
+
+    row.locator("a.remove-quota").click()
+    page.click("#confirm-quota")
+    page.wait_for_url("**/quotas?changed=1")
+    assert alice not in admin.describe_client_quotas(ClientQuotaFilter.all())
+
+
+def test_read_only_allows_login_but_no_change(read_only_console, page, admin):
+    log_in(page, read_only_console.url, "admin", path="/acls")
+    page.wait_for_url("**/acls")
+    assert page.locator("#add-acl").count() == 0
+    response = page.request.post(read_only_console.url + "/acls/new", form={
+        "principal": "User:alice", "operation": "READ", "resource_type": "TOPIC",
+        "resource_name": HIDDEN, "confirmed": "yes"})
+    assert response.status == 403 and "read-only" in response.text()
+    response = page.request.post(read_only_console.url + "/quotas/set", form={
+        "user": "alice", "key": "producer_byte_rate", "value": "1", "confirmed": "yes"})
+    assert response.status == 403
+    assert alice_read_acls(admin) == []
+    page.click("#logout")
+    page.wait_for_url("**/login")
+
+
+def test_sessions_expire_when_idle(broker, admin):
+    """The session store with an injected clock: the user's own admin client is opened at
+    login, kept while used, and closed once idle for the timeout."""
+    clock = ManualClock()
+    store = SessionStore({"bootstrap.servers": broker.sasl_bootstrap,
+                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
+                         timeout_s=60, clock=clock)
+
+    async def scenario() -> None:
+        with pytest.raises(KafkaError) as failure:
+            await store.login("alice", WRONG_PASSWORD)
+        assert failure.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert store.sessions == {}
+        session = await store.login("alice", USERS["alice"])
+        try:
+            assert [t.name for t in await session.service.topics()] == [VISIBLE]
+            clock.advance(59_000)
+            assert await store.get(session.session_id) is session  # used: idle time restarts
+            clock.advance(59_000)
+            assert await store.get(session.session_id) is session
+            clock.advance(60_000)
+            assert await store.get(session.session_id) is None
+            assert store.sessions == {}
+        finally:
+            await store.close()
+
+    # in a thread of its own: this thread's event loop is the sync Playwright's
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario()).result(120)
