@@ -10,9 +10,11 @@ One broker, one console of each mode and one browser for the module (CI time).""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from broker_process import ODRADEK
 from console_process import CHROMIUM, ConsoleProcess
 
 from odradek.client import Admin, ClientQuotaEntity, ClientQuotaFilter, NewTopic
@@ -230,3 +232,10 @@ def test_sessions_expire_when_idle(broker, admin):
     # in a thread of its own: this thread's event loop is the sync Playwright's
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, scenario()).result(120)
+
+
+def test_login_needs_a_password_mechanism():
+    result = subprocess.run([*ODRADEK, "console", "--bootstrap-server", "127.0.0.1:1",
+                             "--sasl-mechanism", "GSSAPI"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 1 and "not sasl.mechanism GSSAPI" in result.stderr

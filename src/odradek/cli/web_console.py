@@ -15,7 +15,7 @@ from aiohttp import web
 from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
 from odradek.cli.tool_options import load_properties_file
 from odradek.console.app import make_app
-from odradek.console.auth import DEFAULT_SESSION_TIMEOUT_S, SASL_PROTOCOLS
+from odradek.console.auth import DEFAULT_SESSION_TIMEOUT_S, SASL_PROTOCOLS, config_error
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -87,8 +87,11 @@ def _main(argv: list[str]) -> int:
         client_config["sasl.mechanism"] = args.sasl_mechanism.upper()
         if str(client_config.get("security.protocol", "")).upper() not in SASL_PROTOCOLS:
             client_config["security.protocol"] = "SASL_PLAINTEXT"
+    problem = config_error(client_config)
     if args.session_timeout_minutes <= 0:
-        print("--session-timeout-minutes must be positive", file=sys.stderr)
+        problem = "--session-timeout-minutes must be positive"
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
     asyncio.run(serve(client_config, host, port, args.read_only,
                       args.session_timeout_minutes * 60))

@@ -38,6 +38,8 @@ DEFAULT_SESSION_TIMEOUT_S = 30 * 60
 #: Sessions kept at most; the least recently used one ends first (each holds connections).
 MAX_SESSIONS = 256
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+#: The mechanisms a user logs in with by password (OAUTHBEARER's unsecured tokens have none).
+LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: The console's own credentials, if its config has any, never stand in for a user's.
 CREDENTIAL_KEYS = ("sasl.username", "sasl.password", "sasl.jaas.config")
 #: Pages a visitor without a session may see.
@@ -48,6 +50,17 @@ _current: contextvars.ContextVar[Session] = contextvars.ContextVar("console_sess
 
 def login_required(client_config: Mapping[str, Any]) -> bool:
     return str(client_config.get("security.protocol") or "").upper() in SASL_PROTOCOLS
+
+
+def config_error(client_config: Mapping[str, Any]) -> str | None:
+    """Why users could not log in with this config, or None."""
+    if not login_required(client_config):
+        return None
+    mechanism = str(client_config.get("sasl.mechanism") or "GSSAPI").upper()
+    if mechanism not in LOGIN_MECHANISMS:
+        return (f"users log in to the console with {', '.join(LOGIN_MECHANISMS)}, not "
+                f"sasl.mechanism {mechanism}")
+    return None
 
 
 @dataclass
