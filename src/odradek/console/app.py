@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 SERVICE: web.AppKey[ConsoleService] = web.AppKey("service", ConsoleService)
 READ_ONLY: web.AppKey[bool] = web.AppKey("read_only", bool)
 TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
+#: The request key of the logged-in user's name (`auth`), shown by every page when set.
+USER = "console_user"
 
 #: Kafka errors that mean "you asked for something that is not there / not allowed now".
 _NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND,
@@ -62,7 +64,7 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
     env = request.app[TEMPLATES]
     body = env.get_template(template).render(read_only=request.app[READ_ONLY],
                                              path=request.path,
-                                             user=request.get("console_user"), **context)
+                                             user=request.get(USER), **context)
     return web.Response(text=body, status=status, content_type="text/html")
 
 

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from odradek.clock import SYSTEM_CLOCK, Clock
 from odradek.config.types import Password
-from odradek.console.app import not_a_cluster_write, render
+from odradek.console.app import USER, not_a_cluster_write, render
 from odradek.console.service import PAGE_TIMEOUT_MS, ConsoleService
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -142,7 +142,6 @@ class SessionStore:
 
 
 STORE: web.AppKey[SessionStore] = web.AppKey("sessions", SessionStore)
-USER = "console_user"  # the request key of the logged-in user's name, for the templates
 
 
 def _local_target(target: str) -> str:
