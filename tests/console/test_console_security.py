@@ -5,20 +5,22 @@ shows SASL_AUTHENTICATION_FAILED and reaches no log), see only what their ACLs a
 ACLs and quotas pages change the broker's state (checked with the admin client); logging out
 ends the server-side session; read-only mode allows logging in but no change.
 
-One broker, one console of each mode and one browser for the module (CI time)."""
+One broker, one console process and one browser for the module (CI time); the read-only
+console and the session store run in this process, on the same broker."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from broker_process import ODRADEK
+from aiohttp.test_utils import TestClient, TestServer
 from console_process import CHROMIUM, ConsoleProcess
 
+from odradek.cli import web_console
 from odradek.client import Admin, ClientQuotaEntity, ClientQuotaFilter, NewTopic
 from odradek.clock import ManualClock
+from odradek.console.app import make_app
 from odradek.console.auth import COOKIE, SessionStore
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.acl import (
@@ -69,17 +71,9 @@ def console(broker, admin, tmp_path_factory):
     process.stop()
 
 
-@pytest.fixture(scope="module")
-def read_only_console(broker, admin, tmp_path_factory):
-    process = ConsoleProcess(tmp_path_factory.mktemp("console-sasl-ro"), broker.sasl_bootstrap,
-                             "--sasl-mechanism", "PLAIN", "--read-only")
-    yield process
-    process.stop()
-
-
 def log_in(page, url: str, user: str, password: str | None = None, path: str = "/topics"):
     page.goto(url + path)
-    page.wait_for_url("**/login?next=*")
+    page.wait_for_url("**/login?next=**")
     page.fill("#username", user)
     page.fill("#password", USERS[user] if password is None else password)
     page.click("#login")
@@ -107,7 +101,7 @@ def test_wrong_password_shows_kafkas_error_and_logs_no_password(console, page, s
 def test_a_user_sees_what_its_acls_allow_and_logs_out(console, page, shots):
     log_in(page, console.url, "alice")
     page.wait_for_url("**/topics")  # where the login page was asked for
-    assert page.locator("#user").inner_text() == "alice"
+    assert page.locator("#console-user").inner_text() == "alice"
     table = page.locator("#topics").inner_text()
     assert VISIBLE in table and HIDDEN not in table
     shots(page, "topics-as-alice")
@@ -123,7 +117,7 @@ def test_a_user_sees_what_its_acls_allow_and_logs_out(console, page, shots):
     assert page.context.cookies() == []
     page.context.add_cookies([cookie])  # the old session id no longer opens anything
     page.goto(console.url + "/topics")
-    page.wait_for_url("**/login?next=*")
+    page.wait_for_url("**/login?next=**")
     assert USERS["alice"] not in console.out.read_text()
 
 
@@ -187,29 +181,53 @@ def test_set_and_remove_a_quota(console, page, admin, shots):
     assert alice not in admin.describe_client_quotas(ClientQuotaFilter.all())
 
 
-def test_read_only_allows_login_but_no_change(read_only_console, page, admin):
-    log_in(page, read_only_console.url, "admin", path="/acls")
-    page.wait_for_url("**/acls")
-    assert page.locator("#add-acl").count() == 0
-    response = page.request.post(read_only_console.url + "/acls/new", form={
-        "principal": "User:alice", "operation": "READ", "resource_type": "TOPIC",
-        "resource_name": HIDDEN, "confirmed": "yes"})
-    assert response.status == 403 and "read-only" in response.text()
-    response = page.request.post(read_only_console.url + "/quotas/set", form={
-        "user": "alice", "key": "producer_byte_rate", "value": "1", "confirmed": "yes"})
-    assert response.status == 403
+def sasl_config(broker) -> dict[str, str]:
+    return {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN"}
+
+
+def run_in_thread(coroutine) -> None:
+    """In a thread of its own: this thread's event loop is the sync Playwright's."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coroutine).result(120)
+
+
+def test_read_only_allows_login_but_no_change(broker, admin):
+    """A read-only console (served in this process, on a real socket) lets users log in and out
+    and refuses every change."""
+    async def scenario() -> None:
+        app = make_app(sasl_config(broker), read_only=True)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            response = await client.post("/login", data={
+                "username": "admin", "password": USERS["admin"], "next": "/acls"},
+                allow_redirects=False)
+            assert response.status == 303 and response.headers["Location"] == "/acls"
+            response = await client.get("/acls")
+            page = await response.text()
+            assert response.status == 200 and 'id="read-only"' in page
+            assert 'id="add-acl"' not in page
+            response = await client.post("/acls/new", data={
+                "principal": "User:alice", "operation": "READ", "resource_type": "TOPIC",
+                "resource_name": HIDDEN, "confirmed": "yes"})
+            assert response.status == 403 and "read-only" in await response.text()
+            response = await client.post("/quotas/set", data={
+                "user": "alice", "key": "producer_byte_rate", "value": "1", "confirmed": "yes"})
+            assert response.status == 403
+            response = await client.post("/logout", allow_redirects=False)
+            assert response.status == 303
+            response = await client.get("/acls", allow_redirects=False)
+            assert response.status == 303 and response.headers["Location"].startswith("/login")
+
+    run_in_thread(scenario())
     assert alice_read_acls(admin) == []
-    page.click("#logout")
-    page.wait_for_url("**/login")
+    assert ClientQuotaEntity.of({"user": "alice"}) not in admin.describe_client_quotas()
 
 
 def test_sessions_expire_when_idle(broker, admin):
     """The session store with an injected clock: the user's own admin client is opened at
     login, kept while used, and closed once idle for the timeout."""
     clock = ManualClock()
-    store = SessionStore({"bootstrap.servers": broker.sasl_bootstrap,
-                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
-                         timeout_s=60, clock=clock)
+    store = SessionStore(sasl_config(broker), timeout_s=60, clock=clock)
 
     async def scenario() -> None:
         with pytest.raises(KafkaError) as failure:
@@ -229,13 +247,10 @@ def test_sessions_expire_when_idle(broker, admin):
         finally:
             await store.close()
 
-    # in a thread of its own: this thread's event loop is the sync Playwright's
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, scenario()).result(120)
+    run_in_thread(scenario())
 
 
-def test_login_needs_a_password_mechanism():
-    result = subprocess.run([*ODRADEK, "console", "--bootstrap-server", "127.0.0.1:1",
-                             "--sasl-mechanism", "GSSAPI"], capture_output=True, text=True,
-                            timeout=60, check=False)
-    assert result.returncode == 1 and "not sasl.mechanism GSSAPI" in result.stderr
+def test_login_needs_a_password_mechanism(capsys):
+    assert web_console.main(["--bootstrap-server", "127.0.0.1:1",
+                             "--sasl-mechanism", "GSSAPI"]) == 1
+    assert "not sasl.mechanism GSSAPI" in capsys.readouterr().err

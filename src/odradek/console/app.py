@@ -31,7 +31,7 @@ SERVICE: web.AppKey[ConsoleService] = web.AppKey("service", ConsoleService)
 READ_ONLY: web.AppKey[bool] = web.AppKey("read_only", bool)
 TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
 #: The request key of the logged-in user's name (`auth`), shown by every page when set.
-USER = "console_user"
+USER: web.RequestKey[str] = web.RequestKey("console_user", str)
 
 #: Kafka errors that mean "you asked for something that is not there / not allowed now".
 _NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND,
