@@ -1,5 +1,7 @@
 """`odradek console --bootstrap-server HOST:PORT [--listen HOST:PORT] [--read-only]
-[--command-config FILE]`: serve the web console until interrupted."""
+[--command-config FILE] [--sasl-mechanism M] [--session-timeout-minutes N]`: serve the web
+console until interrupted. With a SASL `security.protocol` the console's users log in as users
+of the cluster (`odradek.console.auth`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from aiohttp import web
 from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
 from odradek.cli.tool_options import load_properties_file
 from odradek.console.app import make_app
+from odradek.console.auth import DEFAULT_SESSION_TIMEOUT_S, SASL_PROTOCOLS, config_error
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -36,11 +39,20 @@ def parser() -> ToolArgumentParser:
                    help="refuse every change (HTTP 403) and hide the forms that make them")
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties (security settings...) for the console's clients")
+    p.add_argument("--sasl-mechanism", metavar="MECHANISM",
+                   help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: users log in with it (sets "
+                        "security.protocol to SASL_PLAINTEXT unless the config has SASL_SSL)")
+    p.add_argument("--session-timeout-minutes", type=float,
+                   default=DEFAULT_SESSION_TIMEOUT_S / 60, metavar="N",
+                   help="a logged-in user's session ends after N idle minutes (default "
+                        f"{DEFAULT_SESSION_TIMEOUT_S // 60:g})")
     return p
 
 
-async def serve(client_config: dict, host: str, port: int, read_only: bool) -> None:
-    runner = web.AppRunner(make_app(client_config, read_only=read_only),
+async def serve(client_config: dict, host: str, port: int, read_only: bool,
+                session_timeout_s: float | None = None) -> None:
+    runner = web.AppRunner(make_app(client_config, read_only=read_only,
+                                    session_timeout_s=session_timeout_s),
                            access_log=logging.getLogger("odradek.console.access"))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -71,7 +83,18 @@ def _main(argv: list[str]) -> int:
     if args.command_config:
         client_config.update(load_properties_file(args.command_config))
     client_config["bootstrap.servers"] = args.bootstrap_server
-    asyncio.run(serve(client_config, host, port, args.read_only))
+    if args.sasl_mechanism:
+        client_config["sasl.mechanism"] = args.sasl_mechanism.upper()
+        if str(client_config.get("security.protocol", "")).upper() not in SASL_PROTOCOLS:
+            client_config["security.protocol"] = "SASL_PLAINTEXT"
+    problem = config_error(client_config)
+    if args.session_timeout_minutes <= 0:
+        problem = "--session-timeout-minutes must be positive"
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    asyncio.run(serve(client_config, host, port, args.read_only,
+                      args.session_timeout_minutes * 60))
     return 0
 
 

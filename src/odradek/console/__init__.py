@@ -6,6 +6,8 @@ against any broker the clients speak to. Layer: like `odradek.cli`, above `odrad
 
 * `service`: what the pages show, as plain data, fetched with the admin client.
 * `app`: the aiohttp application (routes, read-only mode, Jinja2 templates in `templates/`).
+* `acls`, `quotas`: the ACLs and client quotas pages.
+* `auth`: logging in as a user of the cluster when its listener needs SASL (sessions).
 
 The command line, `odradek console`, is `odradek.cli.web_console`.
 """
