@@ -100,9 +100,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def run(quick: bool = False, records: int | None = None) -> str:
     n = records or (50_000 if quick else 200_000)
     rounds = 2 if quick else 3
+    load_before = load_average()
     rows: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-tls-") as tmp:
         ca = CertificateAuthority(Path(tmp) / "ca")
@@ -146,6 +152,7 @@ def run(quick: bool = False, records: int | None = None) -> str:
                     for k, v in row.items()), flush=True)
         finally:
             broker.stop()
+    load_after = load_average()
 
     def per_round(key: str) -> str:
         return ", ".join(f"{r[key]:,.1f}" for r in rows)
@@ -164,7 +171,8 @@ def run(quick: bool = False, records: int | None = None) -> str:
         f"per listener and round, {PARTITIONS} partitions, one broker with a PLAINTEXT and an "
         "SSL listener (TLS 1.3, EC P-256), confluent-kafka (librdkafka) producing (acks=1, "
         "linger.ms=5) and consuming. MB/s per round; ratios within a round (method in "
-        "`bench/tls_bench.py`)."),
+        f"`bench/tls_bench.py`). Load average before/after: {load_before} / {load_after} "
+        "(2 cores shared with other agents' work)."),
         "",
         ("| path | MB/s per round | TLS / plaintext per round | median | broker ms CPU per MB "
          "(median) | goal |"),

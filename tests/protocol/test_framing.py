@@ -295,6 +295,33 @@ def test_frame_buffer_large_frames_get_their_own_buffer() -> None:
             assert type(large) is memoryview and large.readonly
 
 
+def test_frame_buffer_receives_large_frames_in_place() -> None:
+    """A BufferedProtocol's way (TlsConnection): the rest of a large frame is written straight
+    into the buffer `receive_buffer` hands out; everything else is fed."""
+    large_a, large_b = bytes(range(256)) * 600, b"L" * 70_000
+    bodies = [b"s1", large_a, b"s2", large_b, b"s3"]
+    stream = memoryview(frames_of(*bodies))
+    for chunk_size in (1000, 65536, 200_000):
+        buffer = framing.FrameBuffer(1 << 20)
+        received, offset, in_place = [], 0, 0
+        while offset < len(stream):
+            target = buffer.receive_buffer()
+            chunk = stream[offset : offset + chunk_size]
+            if target is None:
+                buffer.feed(chunk)
+                taken = len(chunk)
+            else:
+                taken = min(len(target), len(chunk))
+                target[:taken] = chunk[:taken]
+                buffer.received(taken)
+                in_place += taken
+            offset += taken
+            received.extend(buffer.frames())
+        assert [bytes(frame) for frame in received] == bodies, chunk_size
+        assert buffer.buffered == 0 and buffer.receive_buffer() is None
+        assert in_place > len(large_a) + len(large_b) - 2 * chunk_size, chunk_size
+
+
 def test_frame_buffer_large_request_decodes_zero_copy() -> None:
     records = b"R" * 300_000
     request = ProduceRequest(

@@ -218,6 +218,19 @@ class FrameBuffer:
         if len(data):
             self._buffer += data
 
+    def receive_buffer(self) -> memoryview | None:
+        """Where the rest of the large frame being received may be written directly (for a
+        `BufferedProtocol.get_buffer`: the bytes skip `feed`'s copy), or None when no large
+        frame is under way. Report what was written there with `received`."""
+        large = self._large
+        if large is None or self._filled >= len(large):
+            return None
+        return memoryview(large)[self._filled :]
+
+    def received(self, nbytes: int) -> None:
+        """`nbytes` were written at the front of the last `receive_buffer()`."""
+        self._filled += nbytes
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""

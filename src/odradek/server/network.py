@@ -58,6 +58,9 @@ MAX_QUEUED_FRAMES = 64
 SENDFILE_COPY_CHUNK = 256 * 1024
 # Over TLS file regions are read and written in chunks this large (no sendfile through TLS).
 TLS_READ_CHUNK = 1024 * 1024
+# A TLS connection's reused receive buffer (frames smaller than FrameBuffer's large-frame size
+# and the starts of large ones pass through it).
+TLS_RECEIVE_BUFFER = 256 * 1024
 WRITE_HIGH_WATER = 64 * 1024
 
 
@@ -142,7 +145,11 @@ class ConnectionCloseRequest(Exception):
     requests it cannot make sense of)."""
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BaseProtocol):
+    """A plaintext connection: the event loop hands it received bytes (`data_received`).
+    (Not an `asyncio.Protocol` subclass so that `TlsConnection` can be a pure
+    `BufferedProtocol`, which is what makes the SSL layer use its buffers.)"""
+
     def __init__(self, server: NetworkServer, listener: ListenerConfig) -> None:
         self.server = server
         self.listener = listener
@@ -215,10 +222,14 @@ class Connection(asyncio.Protocol):
         self.worker = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data: bytes) -> None:
+        self.frames.feed(data)
+        self._take_frames()
+
+    def _take_frames(self) -> None:
+        """Queue the frames completed by the bytes just received."""
         self.last_active = time.monotonic()
         arrived = time.monotonic_ns()
         try:
-            self.frames.feed(data)
             while (frame := self.frames.next_frame()) is not None:
                 self.queue.append((frame, arrived))
         except FrameTooLargeError as exc:
@@ -504,6 +515,32 @@ class Connection(asyncio.Protocol):
             await self._write(chunk)
 
 
+class TlsConnection(Connection, asyncio.BufferedProtocol):
+    """A connection on a TLS listener. As a `BufferedProtocol` it has the SSL layer decrypt
+    straight into its buffers (`SSLObject.read(n, buffer)`): the rest of a large frame (a
+    produce request) lands in that frame's own buffer, anything else in one reused scratch
+    buffer. Clients such as librdkafka send each slice of a request as its own ~2 KB TLS
+    record; read as `data_received` bytes every record would cost a 256 KiB allocation and a
+    join in the SSL layer and another copy here."""
+
+    def __init__(self, server: NetworkServer, listener: ListenerConfig) -> None:
+        super().__init__(server, listener)
+        self._scratch = memoryview(bytearray(TLS_RECEIVE_BUFFER))
+        self._into_frame = False  # the last buffer handed out was the large frame's
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        view = self.frames.receive_buffer()
+        self._into_frame = view is not None
+        return view if view is not None else self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._into_frame:
+            self.frames.received(nbytes)
+        else:
+            self.frames.feed(self._scratch[:nbytes])
+        self._take_frames()
+
+
 class _TimedSteps:
     """Drives a coroutine and adds up the time spent running it, leaving out the time it
     waits (a purgatory, another connection's turn): the request's handler time, as Kafka's
@@ -674,7 +711,7 @@ class _TlsAcceptor:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await loop.connect_accepted_socket(
-                lambda: Connection(self.server, self.listener), conn,
+                lambda: TlsConnection(self.server, self.listener), conn,
                 ssl=self.listener.ssl_context,
                 # A handshake that stalls is an idle connection too (Kafka's selector closes
                 # any channel idle for connections.max.idle.ms, in handshake or not).
