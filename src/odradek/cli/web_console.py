@@ -1,5 +1,5 @@
 """`odradek console --bootstrap-server HOST:PORT [--listen HOST:PORT] [--read-only]
-[--command-config FILE]`: serve the web console until interrupted."""
+[--command-config FILE] [--sample-interval-ms MS] [--metrics-url URL ...]`: serve the web console until interrupted."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from aiohttp import web
 from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
 from odradek.cli.tool_options import load_properties_file
 from odradek.console.app import make_app
+from odradek.console.sampler import DEFAULT_SAMPLE_INTERVAL_MS
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -36,12 +37,21 @@ def parser() -> ToolArgumentParser:
                    help="refuse every change (HTTP 403) and hide the forms that make them")
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties (security settings...) for the console's clients")
+    p.add_argument("--sample-interval-ms", type=int, default=DEFAULT_SAMPLE_INTERVAL_MS,
+                   metavar="MS", help="how often lag and throughput are sampled for the charts "
+                   f"(default {DEFAULT_SAMPLE_INTERVAL_MS})")
+    p.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                   help="a broker's Prometheus metrics (metrics.prometheus.listener, e.g. "
+                        "http://broker1:9404/metrics) for the bytes/s charts; once per broker")
     return p
 
 
-async def serve(client_config: dict, host: str, port: int, read_only: bool) -> None:
-    runner = web.AppRunner(make_app(client_config, read_only=read_only),
-                           access_log=logging.getLogger("odradek.console.access"))
+async def serve(client_config: dict, host: str, port: int, read_only: bool,
+                sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
+                metrics_urls: list[str] | None = None) -> None:
+    app = make_app(client_config, read_only=read_only, sample_interval_ms=sample_interval_ms,
+                   metrics_urls=metrics_urls or ())
+    runner = web.AppRunner(app, access_log=logging.getLogger("odradek.console.access"))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -71,7 +81,11 @@ def _main(argv: list[str]) -> int:
     if args.command_config:
         client_config.update(load_properties_file(args.command_config))
     client_config["bootstrap.servers"] = args.bootstrap_server
-    asyncio.run(serve(client_config, host, port, args.read_only))
+    if args.sample_interval_ms < 100:
+        print("--sample-interval-ms must be at least 100", file=sys.stderr)
+        return 1
+    asyncio.run(serve(client_config, host, port, args.read_only, args.sample_interval_ms,
+                      args.metrics_url))
     return 0
 
 

@@ -9,6 +9,7 @@ autoescapes everything it renders: keys, values, headers and names are data, nev
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -17,6 +18,8 @@ import jinja2
 from aiohttp import web
 
 from odradek.cli.consumer_groups import CommandError, parse_datetime_ms
+from odradek.console import charts, sampler
+from odradek.console.sampler import DEFAULT_SAMPLE_INTERVAL_MS
 from odradek.console.service import (
     ENCODINGS,
     MAX_BROWSE_RECORDS,
@@ -263,7 +266,9 @@ def templates() -> jinja2.Environment:
     return env
 
 
-def make_app(client_config: dict[str, Any], *, read_only: bool = False) -> web.Application:
+def make_app(client_config: dict[str, Any], *, read_only: bool = False,
+             sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
+             metrics_urls: Sequence[str] = ()) -> web.Application:
     app = web.Application(middlewares=[guard])
     app[READ_ONLY] = read_only
     app[TEMPLATES] = templates()
@@ -274,6 +279,11 @@ def make_app(client_config: dict[str, Any], *, read_only: bool = False) -> web.A
         await app[SERVICE].close()
 
     app.cleanup_ctx.append(clients)
+    # the live tail and the lag/throughput charts (live.py builds on this module's helpers)
+    from odradek.console import live
+    live.setup(app)
+    sampler.setup(app, SERVICE, interval_ms=sample_interval_ms, metrics_urls=metrics_urls)
+    charts.setup(app, app[TEMPLATES], lambda: app[sampler.SAMPLER])
     app.add_routes([
         web.get("/", overview),
         web.get("/topics", topics),
