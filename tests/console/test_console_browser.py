@@ -3,24 +3,21 @@ every page loads with live data, creating/deleting a topic and resetting a group
 through the UI change the broker's state (checked with the admin client), read-only mode
 refuses writes, rendered records cannot inject markup, and bad parameters get a 400.
 
-One broker, one console of each mode and one browser for the whole module (CI time). Each
-page's screenshot is saved under the test's tmp dir and copied to build/console-screenshots/."""
+One broker, one console of each mode and one browser for the whole module (CI time; the
+browser fixtures are in conftest.py). Each page's screenshot is saved under the test's tmp dir
+and copied to build/console-screenshots/."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from broker_process import ODRADEK, BrokerProcess, wait_until
+from console_process import CHROMIUM, NO_CHROMIUM, ConsoleProcess
 
 from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 
-CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "build" / "console-screenshots"
 TOPIC = "orders"
 XSS_TOPIC = "payloads"
 XSS = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
@@ -30,10 +27,7 @@ XSS_GROUP = "<b onmouseover=\"window.__xss=3\">grp</b>"
 RECORDS = 10  # per partition of TOPIC
 COMMITTED = {0: 2, 1: 3}  # GROUP's committed offsets: lag 8 + 7
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason=f"{CHROMIUM} is missing: install Debian's chromium (`make chromium`) to run the "
-           "console's browser tests")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)
 
 
 @pytest.fixture(scope="module")
@@ -82,35 +76,6 @@ def live_member(seeded):
         yield consumer
 
 
-class ConsoleProcess:
-    def __init__(self, workdir: Path, bootstrap: str, *extra: str) -> None:
-        self.out = workdir / "console.out"
-        with open(self.out, "wb") as out:
-            self.proc = subprocess.Popen(
-                [*ODRADEK, "console", "--bootstrap-server", bootstrap,
-                 "--listen", "127.0.0.1:0", *extra],
-                stdout=out, stderr=subprocess.STDOUT)
-
-        def listening() -> str | None:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"console exited {self.proc.returncode}: "
-                                   f"{self.out.read_text()}")
-            for line in self.out.read_text().splitlines():
-                if "listening on " in line:
-                    return line.split("listening on ")[1].split()[0].rstrip("/")
-            return None
-
-        self.url = wait_until(listening, 30, message="the console to listen")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            assert self.proc.wait(15) == 0, self.out.read_text()
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-
-
 @pytest.fixture(scope="module")
 def console(seeded, tmp_path_factory):
     process = ConsoleProcess(tmp_path_factory.mktemp("console"), seeded.bootstrap)
@@ -124,47 +89,6 @@ def read_only_console(seeded, tmp_path_factory):
                              "--read-only")
     yield process.url
     process.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        # No background networking: on a machine without internet Chromium's own
-        # connections (updates, sync, lookups of Google's hosts) are refused or hang.
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, timeout=60_000,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"])
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("console-screenshots")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-
-    def shoot(page, name: str) -> None:
-        path = directory / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        shutil.copy(path, SCREENSHOTS / path.name)
-
-    return shoot
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(30_000)  # every wait bounded, a slow CI machine included
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
 
 
 def committed(admin, group: str) -> dict[int, int]:
