@@ -174,8 +174,10 @@ CHARTS: dict[str, Callable[[Sampler, str | None], Markup]] = {
 REFRESH_SCRIPT = Markup("""<script>
 for (const box of document.querySelectorAll("[data-chart]")) {
   setInterval(async () => {
-    const response = await fetch(box.dataset.chart);
-    if (response.ok) box.innerHTML = await response.text();
+    try {
+      const response = await fetch(box.dataset.chart);
+      if (response.ok) box.innerHTML = await response.text();
+    } catch (error) {}  // the console is away: keep the last chart, try again next time
   }, Number(box.dataset.refreshMs));
 }
 </script>""")
