@@ -103,7 +103,11 @@ def line_chart(chart_id: str, title: str, y_label: str,
     for i, name in enumerate(shown):
         points = drawn[name]
         colour = PALETTE[i % len(PALETTE)]
-        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
+        # no more vertices than pixels: every stride-th point, and the newest
+        stride = math.ceil(len(points) / plot_w)
+        vertices = points[::stride] if points[::stride][-1] == points[-1] else \
+            [*points[::stride], points[-1]]
+        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in vertices)
         last_t, last_v = points[-1]
         parts.append(f'<polyline class="series" data-series="{escape(name)}" '
                      f'data-last="{last_v:g}" data-max="{max(v for _, v in points):g}" '
