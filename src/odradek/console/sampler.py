@@ -199,11 +199,15 @@ class Sampler:
         self.messages_in.retain(names)
         if counters is not None:
             for metric, history in ((BYTES_IN, self.bytes_in), (BYTES_OUT, self.bytes_out)):
-                for topic, value in counters[metric].items():
+                for topic in names:
+                    # a broker exports a topic's counter from its first byte on: none yet is 0
+                    value = counters[metric].get(topic, 0.0)
                     rate = self._byte_rates.rate((metric, topic), now, value)
                     if rate is not None:
                         history.add(topic, now, rate)
                 history.retain(names)
+            self._byte_rates.retain((metric, topic) for metric in (BYTES_IN, BYTES_OUT)
+                                    for topic in names)
 
         for group, offsets in zip(groups, committed, strict=True):
             if not isinstance(offsets, dict):
