@@ -11,6 +11,7 @@ One broker, one console and one browser for the module (CI time)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import aiohttp
 import pytest
@@ -85,6 +86,13 @@ def console(seeded, metrics_url, tmp_path_factory):
                              metrics_url)
     yield process.url
     process.stop()
+
+
+def run_async(scenario):
+    """asyncio.run(scenario()) in a thread of its own: Playwright's sync API keeps an event
+    loop running in the test's thread while the module's browser is open."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, scenario()).result(timeout=120)
 
 
 def wait_for_series(page, chart: str, series: str, *, positive: bool = False) -> dict:
@@ -207,7 +215,7 @@ def test_closing_the_stream_closes_its_consumer(seeded):
             if not stopped:
                 await runner.cleanup()
 
-    asyncio.run(scenario())
+    run_async(scenario)
 
 
 def test_sampler_rates_and_lag(seeded, metrics_url):
@@ -230,7 +238,7 @@ def test_sampler_rates_and_lag(seeded, metrics_url):
             await service.close()
         return sampler
 
-    sampler = asyncio.run(scenario())
+    sampler = run_async(scenario)
     assert sampler.samples == 2
     (_, rate), = sampler.messages_in.get(RATE_TOPIC)  # a rate needs two samples
     assert rate == records / 2
