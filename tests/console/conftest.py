@@ -1,12 +1,16 @@
-"""The console's browser fixtures: one headless Chromium per module, a page per test (every
-wait bounded, JavaScript errors fail the test) and screenshots saved as artifacts."""
+"""The console's browser tests' fixtures: one headless Chromium per module, a page per test
+(failing on any JavaScript error), and `shots(page, name)` saving a full-page screenshot under
+the test's tmp dir and in build/console-screenshots/."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
-from console_process import CHROMIUM, SCREENSHOTS
+from console_process import CHROMIUM
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "console-screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +31,6 @@ def browser():
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory):
-    """shoot(page, name): a full-page screenshot under the test's tmp dir, copied to
-    build/console-screenshots/."""
     directory = tmp_path_factory.mktemp("console-screenshots")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 

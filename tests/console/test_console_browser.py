@@ -3,9 +3,9 @@ every page loads with live data, creating/deleting a topic and resetting a group
 through the UI change the broker's state (checked with the admin client), read-only mode
 refuses writes, rendered records cannot inject markup, and bad parameters get a 400.
 
-One broker, one console of each mode and one browser for the whole module (CI time; the
-browser fixtures are in conftest.py). Each page's screenshot is saved under the test's tmp dir
-and copied to build/console-screenshots/."""
+One broker, one console of each mode and one browser for the whole module (CI time). Each
+page's screenshot is saved under the test's tmp dir and copied to build/console-screenshots/
+(the browser, page and screenshot fixtures are conftest.py's)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 from broker_process import ODRADEK, BrokerProcess, wait_until
-from console_process import CHROMIUM, NO_CHROMIUM, ConsoleProcess
+from console_process import CHROMIUM, ConsoleProcess
 
 from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 
@@ -27,7 +27,10 @@ XSS_GROUP = "<b onmouseover=\"window.__xss=3\">grp</b>"
 RECORDS = 10  # per partition of TOPIC
 COMMITTED = {0: 2, 1: 3}  # GROUP's committed offsets: lag 8 + 7
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} is missing: install Debian's chromium (`make chromium`) to run the "
+           "console's browser tests")
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +260,16 @@ def test_bad_parameters_get_400(console, page):
     response = page.request.post(console + "/topics/new", form={"name": "x"},
                                  headers={"Origin": "http://evil.example"})
     assert response.status == 403  # a cross-site form post
+
+
+def test_acls_and_quotas_pages_without_security(console, page):
+    """A broker without an authorizer answers SECURITY_DISABLED, which the ACLs page says; the
+    quotas page needs no authorizer, and no page asks to log in."""
+    response = page.goto(console + "/acls")
+    assert response.status == 409
+    assert page.locator("#error-message").inner_text().startswith("SECURITY_DISABLED")
+    assert page.goto(console + "/quotas").status == 200
+    assert page.locator("#quotas").is_visible() and page.locator("#logout").count() == 0
 
 
 def test_tool_usage_errors():

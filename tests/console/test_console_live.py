@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from broker_process import BrokerProcess, free_port
-from console_process import CHROMIUM, NO_CHROMIUM, ConsoleProcess
+from console_process import CHROMIUM, ConsoleProcess
 
 from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from odradek.clock import ManualClock
@@ -35,7 +35,10 @@ BACKLOG, COMMITTED = 10, 4
 XSS = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
 SAMPLE_MS = 300
 
-browser_test = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)
+browser_test = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} is missing: install Debian's chromium (`make chromium`) to run the "
+           "console's browser tests")
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], *, partitions: int = 1,

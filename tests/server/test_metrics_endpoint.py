@@ -167,8 +167,17 @@ def test_counters_follow_a_produce_and_consume_load(broker):
     series = [s.get((messages_in, frozenset({("topic", "metrics-a")})), 0.0) for s in scrapes]
     assert series == sorted(series)
 
-    requests = by_label(after, "kafka_network_requestmetrics_requests_total", "request")
+    # Counted per API and version, as Kafka's RequestsPerSec meters are.
+    requests: dict[str, float] = {}
+    for (name, labels), count in after.items():
+        if name == "kafka_network_requestmetrics_requests_total":
+            tags = dict(labels)
+            assert tags.keys() == {"request", "version"} and tags["version"].isdigit()
+            requests[tags["request"]] = requests.get(tags["request"], 0) + count
     assert requests["Produce"] >= 1 and requests["Fetch"] >= 1
+    # Every Fetch counted a second time by its source, as Kafka's FetchConsumer/FetchFollower:
+    # here only consumers fetch.
+    assert requests["FetchConsumer"] == requests["Fetch"] and "FetchFollower" not in requests
     assert requests["Produce"] == value(
         after, "kafka_network_requestmetrics_totaltimems_count_total", request="Produce")
     assert value(after, "kafka_network_requestmetrics_totaltimems",
@@ -187,6 +196,8 @@ def test_gauges_describe_the_broker(broker):
     assert value(samples, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_controller_kafkacontroller_activebrokercount") == 1
+    assert value(samples, "kafka_controller_kafkacontroller_fencedbrokercount") == 0
     assert value(samples, "kafka_server_raftmetrics_current_leader") == 1
     assert value(samples, "kafka_server_raftmetrics_current_state",
                  current_state="leader") == 1

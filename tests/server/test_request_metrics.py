@@ -28,6 +28,25 @@ def test_histogram_percentiles_within_a_bucket():
     assert Histogram().percentile_ms(0.99) == 0.0
 
 
+def test_a_fetch_is_counted_again_as_from_a_consumer_or_a_follower():
+    """Kafka's FetchConsumer / FetchFollower: by replica_id before v15, replica_state after."""
+    from odradek.protocol import messages as m
+
+    metrics = RequestMetrics()
+    now = time.monotonic_ns()
+    fetches = [(4, m.FetchRequest(replica_id=-1)), (11, m.FetchRequest(replica_id=2)),
+               (15, m.FetchRequest(replica_state=m.FetchRequest.ReplicaState(replica_id=3))),
+               (17, m.FetchRequest())]
+    for version, request in fetches:
+        timing = RequestTiming(arrived_ns=now - 3_000_000, started_ns=now - 2_000_000)
+        metrics.record(FETCH, version, timing, now - 1_000_000, "conn", None, request)
+    summary = metrics.summary()
+    assert summary["Fetch"]["TotalTimeMs"]["count"] == 4
+    assert summary["FetchConsumer"]["TotalTimeMs"]["count"] == 2
+    assert summary["FetchFollower"]["TotalTimeMs"]["count"] == 2
+    assert metrics.by_version[(FETCH, 15)] == 1
+
+
 def test_split_adds_up_and_slow_requests_are_logged(caplog):
     metrics = RequestMetrics(slow_ms=5)
     now = time.monotonic_ns()
@@ -43,6 +62,7 @@ def test_split_adds_up_and_slow_requests_are_logged(caplog):
     assert maxima["RemoteTimeMs"] == pytest.approx(12, abs=0.5)
     assert maxima["LocalTimeMs"] == pytest.approx(6, abs=0.5)
     assert maxima["TotalTimeMs"] >= 30
+    assert metrics.by_version == {(PRODUCE, 9): 1}
     assert "slow request: Produce v9" in caplog.text  # 18 ms besides the remote wait
 
 

@@ -1,5 +1,8 @@
 """`odradek console --bootstrap-server HOST:PORT [--listen HOST:PORT] [--read-only]
-[--command-config FILE] [--sample-interval-ms MS] [--metrics-url URL ...]`: serve the web console until interrupted."""
+[--command-config FILE] [--sasl-mechanism M] [--session-timeout-minutes N]
+[--sample-interval-ms MS] [--metrics-url URL ...]`: serve the web console until interrupted.
+With a SASL `security.protocol` the console's users log in as users of the cluster
+(`odradek.console.auth`)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from aiohttp import web
 from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
 from odradek.cli.tool_options import load_properties_file
 from odradek.console.app import make_app
+from odradek.console.auth import DEFAULT_SESSION_TIMEOUT_S, SASL_PROTOCOLS, config_error
 from odradek.console.sampler import DEFAULT_SAMPLE_INTERVAL_MS
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -37,6 +41,13 @@ def parser() -> ToolArgumentParser:
                    help="refuse every change (HTTP 403) and hide the forms that make them")
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties (security settings...) for the console's clients")
+    p.add_argument("--sasl-mechanism", metavar="MECHANISM",
+                   help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: users log in with it (sets "
+                        "security.protocol to SASL_PLAINTEXT unless the config has SASL_SSL)")
+    p.add_argument("--session-timeout-minutes", type=float,
+                   default=DEFAULT_SESSION_TIMEOUT_S / 60, metavar="N",
+                   help="a logged-in user's session ends after N idle minutes (default "
+                        f"{DEFAULT_SESSION_TIMEOUT_S // 60:g})")
     p.add_argument("--sample-interval-ms", type=int, default=DEFAULT_SAMPLE_INTERVAL_MS,
                    metavar="MS", help="how often lag and throughput are sampled for the charts "
                    f"(default {DEFAULT_SAMPLE_INTERVAL_MS})")
@@ -47,10 +58,11 @@ def parser() -> ToolArgumentParser:
 
 
 async def serve(client_config: dict, host: str, port: int, read_only: bool,
+                session_timeout_s: float | None = None,
                 sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
                 metrics_urls: list[str] | None = None) -> None:
-    app = make_app(client_config, read_only=read_only, sample_interval_ms=sample_interval_ms,
-                   metrics_urls=metrics_urls or ())
+    app = make_app(client_config, read_only=read_only, session_timeout_s=session_timeout_s,
+                   sample_interval_ms=sample_interval_ms, metrics_urls=metrics_urls or ())
     runner = web.AppRunner(app, access_log=logging.getLogger("odradek.console.access"))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -81,10 +93,20 @@ def _main(argv: list[str]) -> int:
     if args.command_config:
         client_config.update(load_properties_file(args.command_config))
     client_config["bootstrap.servers"] = args.bootstrap_server
+    if args.sasl_mechanism:
+        client_config["sasl.mechanism"] = args.sasl_mechanism.upper()
+        if str(client_config.get("security.protocol", "")).upper() not in SASL_PROTOCOLS:
+            client_config["security.protocol"] = "SASL_PLAINTEXT"
+    problem = config_error(client_config)
+    if args.session_timeout_minutes <= 0:
+        problem = "--session-timeout-minutes must be positive"
     if args.sample_interval_ms < 100:
-        print("--sample-interval-ms must be at least 100", file=sys.stderr)
+        problem = "--sample-interval-ms must be at least 100"
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
-    asyncio.run(serve(client_config, host, port, args.read_only, args.sample_interval_ms,
+    asyncio.run(serve(client_config, host, port, args.read_only,
+                      args.session_timeout_minutes * 60, args.sample_interval_ms,
                       args.metrics_url))
     return 0
 

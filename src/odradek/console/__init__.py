@@ -9,6 +9,8 @@ against any broker the clients speak to. Layer: like `odradek.cli`, above `odrad
 * `live`: the message browser's live tail (server-sent events, one ungrouped consumer each).
 * `sampler`: lag and throughput sampled every few seconds into bounded rings.
 * `charts`: those rings as inline SVG line charts (overview, topic and group pages).
+* `acls`, `quotas`: the ACLs and client quotas pages.
+* `auth`: logging in as a user of the cluster when its listener needs SASL (sessions).
 
 The command line, `odradek console`, is `odradek.cli.web_console`.
 """

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 SERVICE: web.AppKey[ConsoleService] = web.AppKey("service", ConsoleService)
 READ_ONLY: web.AppKey[bool] = web.AppKey("read_only", bool)
 TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates", jinja2.Environment)
+#: The request key of the logged-in user's name (`auth`), shown by every page when set.
+USER: web.RequestKey[str] = web.RequestKey("console_user", str)
 
 #: Kafka errors that mean "you asked for something that is not there / not allowed now".
 _NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND,
@@ -64,7 +66,8 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
            ) -> web.Response:
     env = request.app[TEMPLATES]
     body = env.get_template(template).render(read_only=request.app[READ_ONLY],
-                                             path=request.path, **context)
+                                             path=request.path,
+                                             user=request.get(USER), **context)
     return web.Response(text=body, status=status, content_type="text/html")
 
 
@@ -109,7 +112,8 @@ def choice_param(params: Any, name: str, choices: tuple[str, ...], default: str)
 @web.middleware
 async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
     """Read-only mode, a same-origin check on writes, and error pages instead of tracebacks."""
-    writes = request.method not in ("GET", "HEAD") or \
+    writes = (request.method not in ("GET", "HEAD")
+              and not getattr(handler, "not_a_cluster_write", False)) or \
         getattr(handler, "prepares_write", False)
     if writes and request.app[READ_ONLY]:
         return error_page(request, 403, "The console is in read-only mode: no changes.")
@@ -138,6 +142,13 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
 def prepares_write(handler: Any) -> Any:
     """Marks a GET page that exists only to prepare a write (refused in read-only mode)."""
     handler.prepares_write = True
+    return handler
+
+
+def not_a_cluster_write(handler: Any) -> Any:
+    """Marks a POST that changes nothing in the cluster (logging in or out): read-only mode
+    allows it."""
+    handler.not_a_cluster_write = True
     return handler
 
 
@@ -267,8 +278,12 @@ def templates() -> jinja2.Environment:
 
 
 def make_app(client_config: dict[str, Any], *, read_only: bool = False,
+             session_timeout_s: float | None = None,
              sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
              metrics_urls: Sequence[str] = ()) -> web.Application:
+    # they import this module's helpers: imported once it is loaded
+    from odradek.console import acls, auth, live, quotas
+
     app = web.Application(middlewares=[guard])
     app[READ_ONLY] = read_only
     app[TEMPLATES] = templates()
@@ -278,12 +293,14 @@ def make_app(client_config: dict[str, Any], *, read_only: bool = False,
         yield
         await app[SERVICE].close()
 
-    app.cleanup_ctx.append(clients)
-    # the live tail and the lag/throughput charts (live.py builds on this module's helpers)
-    from odradek.console import live
+    if not auth.setup(app, client_config, SERVICE, session_timeout_s=session_timeout_s):
+        app.cleanup_ctx.append(clients)  # else each logged-in user has their own
+        # the charts' sampler reads with the console's own clients: none when users log in
+        sampler.setup(app, SERVICE, interval_ms=sample_interval_ms, metrics_urls=metrics_urls)
+    acls.setup(app)
+    quotas.setup(app)
     live.setup(app)
-    sampler.setup(app, SERVICE, interval_ms=sample_interval_ms, metrics_urls=metrics_urls)
-    charts.setup(app, app[TEMPLATES], lambda: app[sampler.SAMPLER])
+    charts.setup(app, app[TEMPLATES], lambda: app.get(sampler.SAMPLER))
     app.add_routes([
         web.get("/", overview),
         web.get("/topics", topics),

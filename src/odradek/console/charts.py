@@ -187,8 +187,15 @@ for (const box of document.querySelectorAll("[data-chart]")) {
 </script>""")
 
 
-def chart_box(sampler: Sampler, kind: str, name: str | None = None) -> Markup:
+#: Shown instead of a chart when the console does not sample (its users log in).
+NOT_SAMPLED = Markup('<p class="chart-off">No charts: while users log in, the console has no '
+                     'clients of its own to sample the cluster with.</p>')
+
+
+def chart_box(sampler: Sampler | None, kind: str, name: str | None = None) -> Markup:
     """A chart in a box that refreshes itself from `/chart` every sampling interval."""
+    if sampler is None:
+        return NOT_SAMPLED if kind != "bytes" else Markup("")
     query = f"kind={kind}" + ("" if name is None else "&name=" + quote(name, safe=""))
     chart = CHARTS[kind](sampler, name)
     if not chart:
@@ -199,9 +206,10 @@ def chart_box(sampler: Sampler, kind: str, name: str | None = None) -> Markup:
 
 
 def setup(app: web.Application, env: jinja2.Environment,
-          sampler: Callable[[], Sampler]) -> None:
+          sampler: Callable[[], Sampler | None]) -> None:
     """`chart(kind, name)` and `chart_refresh` for the templates, and the `/chart` route
-    the pages refresh their charts from."""
+    the pages refresh their charts from (`sampler()` is None when the console does not
+    sample)."""
     env.globals["chart"] = lambda kind, name=None: chart_box(sampler(), kind, name)
     env.globals["chart_refresh"] = REFRESH_SCRIPT
 
@@ -209,7 +217,10 @@ def setup(app: web.Application, env: jinja2.Environment,
         kind = request.query.get("kind", "")
         if kind not in CHARTS:
             raise web.HTTPBadRequest(text=f"kind must be one of {', '.join(CHARTS)}")
-        svg = CHARTS[kind](sampler(), request.query.get("name"))
+        current = sampler()
+        if current is None:
+            raise web.HTTPNotFound(text="the console does not sample while users log in")
+        svg = CHARTS[kind](current, request.query.get("name"))
         return web.Response(text=str(svg), content_type="image/svg+xml")
 
     app.add_routes([web.get("/chart", chart)])

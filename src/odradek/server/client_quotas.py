@@ -40,9 +40,9 @@ from odradek.controller.client_quota_control import (
 )
 from odradek.metadata.image import MetadataImage
 from odradek.server.quotas import Rate
+from odradek.server.request_metrics import FETCH_KEY, is_follower_fetch
 
 PRODUCE_KEY = 0
-FETCH_KEY = 1
 # Never throttled by request time (Kafka exempts the connection setup and cluster actions):
 # SaslHandshake, ApiVersions, SaslAuthenticate, WriteTxnMarkers.
 REQUEST_QUOTA_EXEMPT = frozenset({17, 18, 36, 27})
@@ -240,12 +240,7 @@ class ClientQuotas:
 
 
 def _from_follower(api_key: int, request: Any) -> bool:
-    if api_key != FETCH_KEY:
-        return False
-    replica_state = getattr(request, "replica_state", None)
-    replica_id = replica_state.replica_id if replica_state is not None and \
-        replica_state.replica_id >= 0 else request.replica_id
-    return replica_id >= 0
+    return api_key == FETCH_KEY and is_follower_fetch(request)
 
 
 def fetch_response_bytes(response: Any) -> int:

@@ -5,7 +5,11 @@ Names are those the Prometheus JMX exporter gives Kafka's MBeans with its standa
 `...Percent` gauges), so dashboards and alerts written for Kafka carry over:
 `kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=T` is
 `kafka_server_brokertopicmetrics_bytesin_total{topic="T"}`, a RequestMetrics histogram's
-99thPercentile is `kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`.
+99thPercentile is `kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`,
+the RequestsPerSec meter of Produce v9 is
+`kafka_network_requestmetrics_requests_total{request="Produce",version="9"}`.
+docs/grafana/odradek.json is a dashboard on these names (tests/server/test_grafana_dashboard.py
+keeps the two in step).
 
 Nothing is computed per request for this: the counters Kafka keeps per topic are plain ints
 added where the data passes already (`BrokerTopicStats`: an append's batch-header offsets and
@@ -26,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import start_http_server
+from prometheus_client import GCCollector, ProcessCollector, start_http_server
 from prometheus_client.core import (
     CollectorRegistry,
     CounterMetricFamily,
@@ -66,6 +70,7 @@ class BrokerSnapshot:
     topic_stats: dict[str, list[int]] = field(default_factory=dict)
     all_topics: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     requests: dict[str, tuple[Histogram, ...]] = field(default_factory=dict)
+    requests_by_version: dict[tuple[str, int], int] = field(default_factory=dict)
     partitions: list[PartitionView] = field(default_factory=list)
     fetch_purgatory: int = 0
     connections: dict[str, int] = field(default_factory=dict)
@@ -73,6 +78,8 @@ class BrokerSnapshot:
     offline_partitions: int = 0
     global_topics: int = 0
     global_partitions: int = 0
+    active_brokers: int = 0
+    fenced_brokers: int = 0
     raft: dict[str, float] = field(default_factory=dict)
     raft_state: str = ""
     classic_groups: dict[str, int] = field(default_factory=dict)
@@ -101,6 +108,9 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
             api_name(api_key): tuple(Histogram(list(h.counts), h.count, h.sum_ns, h.max_ns)
                                      for h in histograms)
             for api_key, histograms in network.request_metrics.by_api.items()}
+        snap.requests_by_version = {
+            (api_name(api_key), version): count
+            for (api_key, version), count in network.request_metrics.by_version.items()}
         for connection in network.connections:
             name = connection.listener.name
             snap.connections[name] = snap.connections.get(name, 0) + 1
@@ -113,6 +123,8 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
         if snap.active_controller:
             # Kafka's controller gauges are reported by the active controller only.
             snap.global_topics = len(image.topics_by_name)
+            snap.fenced_brokers = sum(1 for b in image.brokers.values() if b.fenced)
+            snap.active_brokers = len(image.brokers) - snap.fenced_brokers
             for topic in image.topics_by_name.values():
                 snap.global_partitions += len(topic.partitions)
                 snap.offline_partitions += sum(1 for p in topic.partitions.values()
@@ -202,11 +214,12 @@ class BrokerCollector:
             yield family
 
     def _request_metrics(self, snap: BrokerSnapshot) -> Iterator[Metric]:
+        # Kafka keeps one RequestsPerSec meter per API and version, and none per API alone.
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                       "Requests answered, by API (RequestsPerSec)",
-                                       labels=["request"])
-        for request, histograms in sorted(snap.requests.items()):
-            requests.add_metric([request], histograms[-1].count)
+                                       "Requests answered, by API and version (RequestsPerSec)",
+                                       labels=["request", "version"])
+        for (request, version), count in sorted(snap.requests_by_version.items()):
+            requests.add_metric([request, str(version)], count)
         yield requests
         for part_index, part in enumerate(PARTS):
             name = f"kafka_network_requestmetrics_{part.lower()}"
@@ -256,7 +269,11 @@ class BrokerCollector:
                  "Partitions without a leader (active controller only)"),
                 ("globaltopiccount", snap.global_topics, "Topics (active controller only)"),
                 ("globalpartitioncount", snap.global_partitions,
-                 "Partitions (active controller only)")):
+                 "Partitions (active controller only)"),
+                ("activebrokercount", snap.active_brokers,
+                 "Registered brokers not fenced (active controller only)"),
+                ("fencedbrokercount", snap.fenced_brokers,
+                 "Registered brokers fenced, e.g. shut down (active controller only)")):
             yield GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc, value=value)
         for name, value in snap.raft.items():
             yield GaugeMetricFamily(f"kafka_server_raftmetrics_{name}",
@@ -323,6 +340,11 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(
             self._snapshot, broker.node_id, LoopIdle(threading.get_ident())))
+        # The process' CPU, memory and descriptors (process_*) and the interpreter's garbage
+        # collections (python_gc_*), read from /proc and gc at scrape time: what the JMX
+        # exporter's process_* and jvm_gc_* give a Kafka dashboard's resources row.
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._broker = broker
         self._httpd: Any = None
         self._thread: threading.Thread | None = None

@@ -375,7 +375,7 @@ class Connection(asyncio.Protocol):
         else:
             await self._write(framing.encode_response(api_key, version, header.correlation_id, response))
         self.server.request_metrics.record(api_key, version, timing, local_done, self.id,
-                                           header.client_id)
+                                           header.client_id, request)
         if request_log.enabled():
             request_log.completed(header, self.id, self.listener.name,
                                   self.listener.security_protocol, self.principal,

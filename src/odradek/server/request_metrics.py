@@ -15,6 +15,7 @@ import bisect
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.protocol.messages import API_BY_KEY
 from odradek.request_timing import RequestTiming
@@ -22,9 +23,29 @@ from odradek.request_timing import RequestTiming
 log = logging.getLogger("odradek.request.slow")
 
 
+FETCH_KEY = 1
+# Kafka times every Fetch twice: as "Fetch" and as "FetchConsumer" or "FetchFollower" (its
+# RequestMetrics names), so dashboards can tell consumers' fetches from replication. Two keys
+# no API uses stand for them here.
+FETCH_CONSUMER_KEY = -1
+FETCH_FOLLOWER_KEY = -2
+_PSEUDO_NAMES = {FETCH_CONSUMER_KEY: "FetchConsumer", FETCH_FOLLOWER_KEY: "FetchFollower"}
+
+
 def api_name(api_key: int) -> str:
     spec = API_BY_KEY.get(api_key)
-    return spec.name if spec is not None else f"api-{api_key}"
+    if spec is not None:
+        return spec.name
+    return _PSEUDO_NAMES.get(api_key, f"api-{api_key}")
+
+
+def is_follower_fetch(request: Any) -> bool:
+    """A Fetch from a replica (replica_state.replica_id from v15, replica_id before), not from a
+    consumer."""
+    replica_state = getattr(request, "replica_state", None)
+    replica_id = replica_state.replica_id if replica_state is not None and \
+        replica_state.replica_id >= 0 else request.replica_id
+    return replica_id >= 0
 
 _FIRST_BOUND_NS = 10_000
 _GROWTH = 1.25
@@ -68,32 +89,43 @@ class Histogram:
 
 
 class RequestMetrics:
-    """The histograms of every API seen, by API key and part."""
+    """The histograms of every API seen, by API key and part, and the requests answered by API
+    key and version (Kafka's RequestsPerSec meter is tagged with both)."""
 
     def __init__(self, slow_ms: float = 0.0) -> None:
         self.slow_ns = int(slow_ms * 1e6)  # 0: no slow-request log
         self.by_api: dict[int, tuple[Histogram, ...]] = {}
+        self.by_version: dict[tuple[int, int], int] = {}
 
     def record(self, api_key: int, api_version: int, timing: RequestTiming, local_done_ns: int,
-               connection_id: str, client_id: str | None) -> None:
+               connection_id: str, client_id: str | None, request: Any = None) -> None:
         now = time.monotonic_ns()
         queue = timing.started_ns - timing.arrived_ns
         handling = local_done_ns - timing.started_ns
         remote = min(timing.remote_ns, handling)
         send = now - local_done_ns
         total = now - timing.arrived_ns
-        histograms = self.by_api.get(api_key)
-        if histograms is None:
-            histograms = self.by_api[api_key] = tuple(Histogram() for _ in PARTS)
-        for histogram, nanos in zip(histograms, (queue, handling - remote, remote, send, total),
-                                    strict=True):
-            histogram.record(nanos)
+        parts = (queue, handling - remote, remote, send, total)
+        self._count(api_key, api_version, parts)
+        if api_key == FETCH_KEY and request is not None:
+            self._count(FETCH_FOLLOWER_KEY if is_follower_fetch(request) else FETCH_CONSUMER_KEY,
+                        api_version, parts)
         # Waiting on purpose (a long poll, acks=all) is not slowness.
         if self.slow_ns and total - remote > self.slow_ns:
             log.info("slow request: %s v%d from %s (client %s): total %.1f ms = queue %.1f + "
                      "local %.1f + remote %.1f + send %.1f", api_name(api_key), api_version,
                      connection_id, client_id, total / 1e6, queue / 1e6,
                      (handling - remote) / 1e6, remote / 1e6, send / 1e6)
+
+    def _count(self, api_key: int, api_version: int, parts: tuple[int, ...]) -> None:
+        histograms = self.by_api.get(api_key)
+        if histograms is None:
+            histograms = self.by_api[api_key] = tuple(Histogram() for _ in PARTS)
+        for histogram, nanos in zip(histograms, parts, strict=True):
+            histogram.record(nanos)
+        # A tuple key and an int add: the version label is formatted at scrape time only.
+        key = (api_key, api_version)
+        self.by_version[key] = self.by_version.get(key, 0) + 1
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]:
         """{api name: {part: {count, p50, p99, p999, max (ms)}}}."""

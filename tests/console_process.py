@@ -1,5 +1,5 @@
-"""`odradek console` as a subprocess for the console's tests, and where their Chromium and
-screenshots live (the browser fixtures are in this directory's conftest.py)."""
+"""`odradek console` in a child process, for the console's browser tests: it listens on a free
+port of 127.0.0.1 and the URL it prints is `url`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from pathlib import Path
 
 from broker_process import ODRADEK, wait_until
 
+#: Debian's Chromium, which the browser tests drive through Playwright.
 CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "build" / "console-screenshots"
-NO_CHROMIUM = (f"{CHROMIUM} is missing: install Debian's chromium (`make chromium`) to run the "
-               "console's browser tests")
 
 
 class ConsoleProcess:
