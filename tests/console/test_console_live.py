@@ -21,9 +21,10 @@ from console_process import CHROMIUM, ConsoleProcess
 
 from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from odradek.clock import ManualClock
-from odradek.console.app import make_app
+from odradek.console.app import TEMPLATES, make_app
+from odradek.console.charts import NOT_SAMPLED
 from odradek.console.live import LIVE_TAILS
-from odradek.console.sampler import Sampler
+from odradek.console.sampler import SAMPLER, Sampler
 from odradek.console.service import ConsoleService
 
 LIVE_TOPIC = "ticks"  # 2 partitions, tailed live
@@ -250,3 +251,22 @@ def test_sampler_rates_and_lag(seeded, metrics_url):
     assert bytes_in >= records * 50 / 2  # the batches hold at least the values
     assert sampler.group_lag.get(GROUP)[-1][1] == BACKLOG - COMMITTED
     assert sampler.group_topic_lag[GROUP].get(LAG_TOPIC)[-1][1] == BACKLOG - COMMITTED
+
+
+def test_no_sampling_while_users_log_in(seeded):
+    """With SASL the console has no clients of its own: no sampler, and the pages say so
+    instead of charting."""
+
+    async def scenario() -> None:
+        app = make_app({"bootstrap.servers": seeded.bootstrap,
+                        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"})
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            assert SAMPLER not in app
+            assert app[TEMPLATES].globals["chart"]("lag", GROUP) == NOT_SAMPLED
+            assert app[TEMPLATES].globals["chart"]("bytes") == ""
+        finally:
+            await runner.cleanup()
+
+    run_async(scenario)
