@@ -1,7 +1,8 @@
 """`odradek console --bootstrap-server HOST:PORT [--listen HOST:PORT] [--read-only]
-[--command-config FILE] [--sasl-mechanism M] [--session-timeout-minutes N]`: serve the web
-console until interrupted. With a SASL `security.protocol` the console's users log in as users
-of the cluster (`odradek.console.auth`)."""
+[--command-config FILE] [--sasl-mechanism M] [--session-timeout-minutes N]
+[--sample-interval-ms MS] [--metrics-url URL ...]`: serve the web console until interrupted.
+With a SASL `security.protocol` the console's users log in as users of the cluster
+(`odradek.console.auth`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from odradek.cli.common import ToolArgumentParser, configure_logging, run_tool
 from odradek.cli.tool_options import load_properties_file
 from odradek.console.app import make_app
 from odradek.console.auth import DEFAULT_SESSION_TIMEOUT_S, SASL_PROTOCOLS, config_error
+from odradek.console.sampler import DEFAULT_SAMPLE_INTERVAL_MS
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -46,14 +48,22 @@ def parser() -> ToolArgumentParser:
                    default=DEFAULT_SESSION_TIMEOUT_S / 60, metavar="N",
                    help="a logged-in user's session ends after N idle minutes (default "
                         f"{DEFAULT_SESSION_TIMEOUT_S // 60:g})")
+    p.add_argument("--sample-interval-ms", type=int, default=DEFAULT_SAMPLE_INTERVAL_MS,
+                   metavar="MS", help="how often lag and throughput are sampled for the charts "
+                   f"(default {DEFAULT_SAMPLE_INTERVAL_MS})")
+    p.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                   help="a broker's Prometheus metrics (metrics.prometheus.listener, e.g. "
+                        "http://broker1:9404/metrics) for the bytes/s charts; once per broker")
     return p
 
 
 async def serve(client_config: dict, host: str, port: int, read_only: bool,
-                session_timeout_s: float | None = None) -> None:
-    runner = web.AppRunner(make_app(client_config, read_only=read_only,
-                                    session_timeout_s=session_timeout_s),
-                           access_log=logging.getLogger("odradek.console.access"))
+                session_timeout_s: float | None = None,
+                sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
+                metrics_urls: list[str] | None = None) -> None:
+    app = make_app(client_config, read_only=read_only, session_timeout_s=session_timeout_s,
+                   sample_interval_ms=sample_interval_ms, metrics_urls=metrics_urls or ())
+    runner = web.AppRunner(app, access_log=logging.getLogger("odradek.console.access"))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -90,11 +100,14 @@ def _main(argv: list[str]) -> int:
     problem = config_error(client_config)
     if args.session_timeout_minutes <= 0:
         problem = "--session-timeout-minutes must be positive"
+    if args.sample_interval_ms < 100:
+        problem = "--sample-interval-ms must be at least 100"
     if problem:
         print(problem, file=sys.stderr)
         return 1
     asyncio.run(serve(client_config, host, port, args.read_only,
-                      args.session_timeout_minutes * 60))
+                      args.session_timeout_minutes * 60, args.sample_interval_ms,
+                      args.metrics_url))
     return 0
 
 

@@ -9,6 +9,7 @@ autoescapes everything it renders: keys, values, headers and names are data, nev
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -17,6 +18,8 @@ import jinja2
 from aiohttp import web
 
 from odradek.cli.consumer_groups import CommandError, parse_datetime_ms
+from odradek.console import charts, sampler
+from odradek.console.sampler import DEFAULT_SAMPLE_INTERVAL_MS
 from odradek.console.service import (
     ENCODINGS,
     MAX_BROWSE_RECORDS,
@@ -275,9 +278,11 @@ def templates() -> jinja2.Environment:
 
 
 def make_app(client_config: dict[str, Any], *, read_only: bool = False,
-             session_timeout_s: float | None = None) -> web.Application:
+             session_timeout_s: float | None = None,
+             sample_interval_ms: int = DEFAULT_SAMPLE_INTERVAL_MS,
+             metrics_urls: Sequence[str] = ()) -> web.Application:
     # they import this module's helpers: imported once it is loaded
-    from odradek.console import acls, auth, quotas
+    from odradek.console import acls, auth, live, quotas
 
     app = web.Application(middlewares=[guard])
     app[READ_ONLY] = read_only
@@ -290,8 +295,12 @@ def make_app(client_config: dict[str, Any], *, read_only: bool = False,
 
     if not auth.setup(app, client_config, SERVICE, session_timeout_s=session_timeout_s):
         app.cleanup_ctx.append(clients)  # else each logged-in user has their own
+        # the charts' sampler reads with the console's own clients: none when users log in
+        sampler.setup(app, SERVICE, interval_ms=sample_interval_ms, metrics_urls=metrics_urls)
     acls.setup(app)
     quotas.setup(app)
+    live.setup(app)
+    charts.setup(app, app[TEMPLATES], lambda: app.get(sampler.SAMPLER))
     app.add_routes([
         web.get("/", overview),
         web.get("/topics", topics),

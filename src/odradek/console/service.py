@@ -189,6 +189,13 @@ class ConsoleService:
         await self.admin.delete_topics([name], timeout_ms=PAGE_TIMEOUT_MS)
 
     # -------------------------------------------------------------------------- messages
+    def consumer(self, auto_offset_reset: str = "none") -> AsyncConsumer:
+        """A consumer without a group (the message browser's and each live tail's): reading
+        must not commit offsets or join anything. The caller closes it."""
+        config = {k: v for k, v in self.client_config.items() if k != "group.id"}
+        return AsyncConsumer({**config, "enable.auto.commit": False,
+                              "auto.offset.reset": auto_offset_reset})
+
     async def browse(self, topic: str, partition: int, *, offset: int | None, last: int,
                      limit: int, encoding: str, timestamp: int | None = None
                      ) -> tuple[list[RecordView], int, int]:
@@ -209,10 +216,7 @@ class ConsoleService:
         if start >= end:
             return [], earliest, latest
         records = []
-        # no group: browsing must not commit offsets or join anything
-        config = {k: v for k, v in self.client_config.items() if k != "group.id"}
-        consumer = AsyncConsumer({**config, "enable.auto.commit": False,
-                                  "auto.offset.reset": "none"})
+        consumer = self.consumer()
         try:
             consumer.assign([tp])
             consumer.seek(tp, start)
