@@ -179,9 +179,8 @@ def _check_keys(records: bytes | bytearray | memoryview, position: int,
 
 
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:
-    before = min(config.message_timestamp_before_max_ms,
-                 config.message_timestamp_difference_max_ms)
-    after = min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
     for timestamp in (header.base_timestamp, header.max_timestamp):
         if timestamp == NO_TIMESTAMP:
             continue
