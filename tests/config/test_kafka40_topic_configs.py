@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError as ClientError
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -23,6 +23,13 @@ from confluent_kafka.admin import (
 
 from odradek.config.topic import TOPIC_CONFIGS, validate_topic_props
 from odradek.config.types import ConfigError, ConfigType, format_value
+from odradek.protocol.records import (
+    BATCH_HEADER_SIZE,
+    Compression,
+    compress,
+    iter_batches,
+    records_section,
+)
 from odradek.server.config import KafkaConfig
 from odradek.storage.config import LogConfig
 
@@ -195,3 +202,20 @@ def test_new_configs_are_set_per_topic_and_removed_ones_refused(admin):
         with pytest.raises(KafkaException) as raised:
             create_topic(admin, {removed: "1"})
         assert raised.value.args[0].code() == ClientError.INVALID_CONFIG
+
+
+def test_the_topics_codec_and_level_are_applied_to_a_produced_batch(admin, odradek_broker):
+    """A librdkafka producer sends uncompressed batches to a topic with compression.type zstd
+    at level 19: the broker's log holds them in zstd at that level."""
+    topic = create_topic(admin, {"compression.type": "zstd", "compression.zstd.level": "19"})
+    with Producer({"bootstrap.servers": odradek_broker.bootstrap, "linger.ms": 50}) as producer:
+        for i in range(200):
+            producer.produce(topic, b"a fairly repetitive value %d " % (i % 7) * 8, partition=0)
+        assert producer.flush(30) == 0
+    data = (odradek_broker.data_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+    batches = list(iter_batches(data))
+    assert batches and sum(header.records_count for _, header in batches) == 200
+    for position, header in batches:
+        assert header.compression == Compression.ZSTD
+        raw = records_section(data, position, header)
+        assert data[position + BATCH_HEADER_SIZE:position + header.size] == compress(Compression.ZSTD, raw, 19)
