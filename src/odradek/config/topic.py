@@ -22,7 +22,6 @@ _I, _L, _D, _B, _S, _LST = (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE,
                             ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST)
 
 
-
 def _gzip_level(name: str, value: Any) -> None:
     """Kafka's gzip level validator: a deflate level, or -1 for the library's default."""
     if value != -1 and not 1 <= value <= 9:
