@@ -32,7 +32,8 @@ from odradek.cli.consumer_groups import (
     parse_duration_ms,
     topic_partition_hashcode,
 )
-from odradek.client import Admin, NewTopic, TopicPartition
+from odradek.client import Admin, KafkaError, NewTopic, TopicPartition
+from odradek.protocol.errors import ErrorCode
 
 MINUTE_MS = 60_000
 RECORDS = 10  # per partition
@@ -320,8 +321,29 @@ def test_delete_offsets_and_delete_groups(broker, admin, topic, capsys):
     assert f"* Group '{group}' could not be deleted due to: java.util.concurrent." \
            "ExecutionException: org.apache.kafka.common.errors.GroupIdNotFoundException: " \
            "The group id does not exist." in out
-    code, _, err = tool(broker, capsys, "--describe", "--group", group)
-    assert f"Error: Consumer group '{group}' does not exist." in err
+
+def test_a_group_that_does_not_exist(broker, admin, topic, capsys):
+    """Kafka 4.0's admin fails a missing group with GroupIdNotFoundException (DescribeGroups
+    v6, "Group G not found."); kafka-consumer-groups.sh --describe reports that failure, and
+    --reset-offsets resets the group as an inactive one."""
+    group = f"missing-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(KafkaError) as raised:
+        admin.describe_groups([group])
+    assert (raised.value.code, raised.value.message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group} not found.")
+    failed = admin.describe_groups([group], raise_errors=False)[group]
+    assert isinstance(failed, KafkaError) and failed.code == ErrorCode.GROUP_ID_NOT_FOUND
+    for describe in ([], ["--members"], ["--state"], ["--offsets"]):
+        code, out, err = tool(broker, capsys, "--describe", "--group", group, *describe)
+        assert (code, out) == (1, "")
+        assert err == ("\nError: Executing consumer group command failed due to "
+                       "org.apache.kafka.common.errors.GroupIdNotFoundException: "
+                       f"Group {group} not found.\n")
+    code, out, err = reset(broker, capsys, group, "--topic", f"{topic}:0", "--to-offset", "1",
+                           "--execute")
+    assert code == 0 and err == ""
+    assert {tp.partition: o.offset
+            for tp, o in admin.list_consumer_group_offsets(group).items()} == {0: 1}
 
 
 def test_duration_and_datetime_parsing():

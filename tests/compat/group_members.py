@@ -17,6 +17,7 @@ from confluent_kafka import Consumer as LibrdkafkaConsumer
 from confluent_kafka import KafkaException, Producer
 
 from odradek.client import Admin, Consumer, ConsumerRebalanceListener, NewTopic
+from odradek.client.admin_groups import group_state
 from odradek.protocol.errors import KafkaError
 
 # Short sessions and frequent heartbeats keep rebalances quick in tests.
@@ -154,8 +155,11 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str,
 
 
 def group_shape(admin: Admin, group: str) -> tuple[str, list[int]]:
-    """(state, sorted partition counts of the members) as DescribeGroups says."""
-    description = admin.describe_groups([group])[group]
+    """(state, sorted partition counts of the members) as DescribeGroups says; ("Dead", [])
+    before the group exists (Kafka 4.0's admin answers GROUP_ID_NOT_FOUND)."""
+    description = admin.describe_groups([group], raise_errors=False)[group]
+    if group_state(description) == "Dead":
+        return "Dead", []
     return description.state, sorted(len(m.assignment) for m in description.members)
 
 

@@ -74,8 +74,7 @@ def test_three_members_leave_and_crash_every_record_once(delayed_broker):
     a = ThreadMember(dict(config, **{"client.id": "member-a"}), [topic], consumed, lock)
     b = ThreadMember(dict(config, **{"client.id": "member-b"}), [topic], consumed, lock)
     try:
-        wait_for(lambda: len(admin.describe_groups([group])[group].members) == 1, 30,
-                 "the first member to join")
+        wait_for(lambda: len(group_shape(admin, group)[1]) == 1, 30, "the first member to join")
         a.start()
         b.start()
         wait_for(lambda: group_shape(admin, group) == ("Stable", [2, 2, 2]), 45,

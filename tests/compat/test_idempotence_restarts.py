@@ -40,10 +40,11 @@ def _read_all(bootstrap: str, count: int) -> list[int]:
 
 
 def test_an_idempotent_stream_survives_clean_and_unclean_restarts(tmp_path):
-    broker = BrokerProcess(tmp_path, overrides={"log.segment.bytes": str(64 * 1024)}).start()
+    broker = BrokerProcess(tmp_path).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": str(64 * 1024)})]
+                            )[TOPIC].result(30)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
                              "linger.ms": 5, "batch.size": 16384, "message.timeout.ms": 120_000,
                              "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200})

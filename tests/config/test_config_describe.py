@@ -53,12 +53,20 @@ def test_topic_entry_sources_and_synonyms():
     assert policy.documentation
 
 
-def test_topic_config_without_broker_synonym_is_its_own_default():
+def test_topic_config_without_broker_synonym_has_no_synonyms():
+    """Kafka's ConfigHelper: no server default property, no synonyms; the source is
+    DEFAULT_CONFIG unless the topic sets it."""
     config = broker()
-    entry = by_name(topic_config_entries(config, config.log_config(), {}))[
-        "remote.storage.enable"]
-    assert entry.synonyms == (
-        ConfigSynonym("remote.storage.enable", "false", ConfigSource.DEFAULT_CONFIG),)
+    entries = by_name(topic_config_entries(config, config.log_config(),
+                                           {"leader.replication.throttled.replicas": "0:1"}))
+    remote = entries["remote.storage.enable"]
+    assert (remote.value, remote.source, remote.synonyms) == (
+        "false", ConfigSource.DEFAULT_CONFIG, ())
+    throttled = entries["leader.replication.throttled.replicas"]
+    assert (throttled.value, throttled.source, throttled.synonyms) == (
+        "0:1", ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        (ConfigSynonym("leader.replication.throttled.replicas", "0:1",
+                       ConfigSource.DYNAMIC_TOPIC_CONFIG),))
 
 
 def test_static_broker_entries():

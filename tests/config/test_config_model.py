@@ -101,8 +101,11 @@ class TestValidators:
 
     def test_between(self):
         between(0, 1)("k", 0.5)
-        with pytest.raises(ConfigError, match="Value must be between 0 and 1"):
+        with pytest.raises(ConfigError, match="Invalid value 1.5 for configuration k: "
+                                              "Value must be no more than 1"):
             between(0, 1)("k", 1.5)
+        with pytest.raises(ConfigError, match="Value must be at least 0"):
+            between(0, 1)("k", -0.5)
 
     def test_one_of_checks_each_list_item(self):
         check = one_of("compact", "delete")

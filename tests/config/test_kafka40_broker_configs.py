@@ -24,10 +24,6 @@ ODRADEK_BEYOND_KAFKA40 = {
     "replica.alter.log.dirs.io.max.bytes.per.second",
     # Kafka 4.0 internal keys (defineInternal: defined, not documented)
     "log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
-    # broker keys derived from Odradek's topic table (config/topic.py) that Kafka 4.0 no
-    # longer has as broker keys; they go when the topic table follows Kafka 4.0
-    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-    "log.message.downconversion.enable", "log.message.timestamp.difference.max.ms",
 }
 
 BASE = {

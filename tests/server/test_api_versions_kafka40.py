@@ -9,6 +9,7 @@ exceptions to the specs Kafka makes, e.g. Produce advertised from v0).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,35 @@ def test_kafka_python_infers_4_0(odradek_broker):
         assert admin._manager.broker_version == (4, 0)
     finally:
         admin.close()
+
+
+COMPATIBILITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+
+
+def documented_ranges() -> dict[int, tuple[int, int]]:
+    """api key -> (lowest, highest) of docs/compatibility.md's table of served APIs: the
+    first column names the APIs ("Fetch (1)"), the second their ranges in the same order."""
+    text = COMPATIBILITY_DOC.read_text()
+    section = text[text.index("## APIs served by the broker"):]
+    section = section[:section.index("\n## ", 1)]
+    ranges: dict[int, tuple[int, int]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| ") or line.startswith(("| API ", "|---")):
+            continue
+        apis, versions = line.split(" | ")[:2]
+        keys = [int(key) for key in re.findall(r"\((\d+)\)", apis)]
+        spans = [span.split("-") for span in versions.split(", ")]
+        assert len(keys) == len(spans), line
+        for key, span in zip(keys, spans):
+            assert key not in ranges, f"api {key} listed twice"
+            ranges[key] = (int(span[0]), int(span[-1]))
+    return ranges
+
+
+def test_compatibility_doc_lists_what_the_broker_advertises(answer):
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+    documented = documented_ranges()
+    wrong = {key: (documented.get(key), advertised.get(key))
+             for key in sorted(set(documented) | set(advertised))
+             if documented.get(key) != advertised.get(key)}
+    assert wrong == {}, "api key: (docs/compatibility.md's, the broker's)"

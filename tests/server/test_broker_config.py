@@ -270,8 +270,9 @@ class TestInvalidValues:
         ("log.cleaner.io.buffer.load.factor", "high",
          "Invalid value high for configuration log.cleaner.io.buffer.load.factor: "
          "Not a number of type DOUBLE"),
-        ("log.segment.bytes", "13",
-         "Invalid value 13 for configuration log.segment.bytes: Value must be at least 14"),
+        ("log.segment.bytes", "1048575",
+         "Invalid value 1048575 for configuration log.segment.bytes: Value must be at least "
+         "1048576"),
         ("compression.type", "brotli",
          "Invalid value brotli for configuration compression.type: String must be one of:"),
         ("log.roll.hours", "0",

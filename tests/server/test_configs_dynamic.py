@@ -57,8 +57,6 @@ CLUSTER_WIDE = {
     "remote.log.manager.fetch.max.bytes.per.second", "remote.list.offsets.request.timeout.ms",
     "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.expiration.thread.pool.size", "remote.log.reader.threads",
-    # DynamicLogConfig: broker keys of topic configs Odradek's topic table does not have yet
-    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
 } | CLUSTER_LEVEL_LISTENER
 # DynamicLogConfig: the broker key of each topic config (its first synonym) is cluster-wide.
 LOG_DEFAULTS = {d.broker_synonyms[0] for d in TOPIC_CONFIGS.values() if d.broker_synonyms}

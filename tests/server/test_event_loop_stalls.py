@@ -105,14 +105,16 @@ def test_broker_loop_never_blocked_under_load_with_rolls_and_retention(tmp_path:
     broker = BrokerProcess(tmp_path, {
         "event.loop.stall.warn.ms": str(STALL_BOUND_MS),
         "event.loop.fsync.check": "true",
-        "log.segment.bytes": str(512 * 1024),  # a roll every ~500 records of 1 KiB
         "log.retention.bytes": str(2 * 1024 * 1024),
         "log.retention.check.interval.ms": "300",
         "log.segment.delete.delay.ms": "0",
     }).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic("load", 3, 1)])["load"].result(30)
+        # A roll every ~500 records of 1 KiB (a topic's segment.bytes may be below the 1 MiB
+        # Kafka 4.0 requires of the broker's log.segment.bytes).
+        admin.create_topics([NewTopic("load", 3, 1, config={"segment.bytes": str(512 * 1024)})]
+                            )["load"].result(30)
         # Before the measured window: the first produce's metadata and connections, and
         # __consumer_offsets' creation for the consumer's group.
         warm = Producer({"bootstrap.servers": broker.bootstrap})

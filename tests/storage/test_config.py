@@ -62,7 +62,7 @@ def test_topic_overrides_parse_strings_and_remember_names() -> None:
     ({"cleanup.policy": "forever"}, "String must be one of"),
     ({"message.timestamp.type": "Now"}, "String must be one of"),
     ({"preallocate": "yes"}, "true or false"),
-    ({"min.cleanable.dirty.ratio": "1.5"}, "between"),
+    ({"min.cleanable.dirty.ratio": "1.5"}, "no more than 1"),
     ({"no.such.config": "1"}, "Unknown topic config"),
     ({"segment.bytes": str(2**31)}, "Not a number of type INT"),
 ])

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from odradek.cli.common import configure_logging
 from odradek.cli.tool_options import Option, OptionParser, ParsedOptions, UsageError, admin_props
 from odradek.client import AdminClient, KafkaError, OffsetSpec, TopicPartition
-from odradek.client.admin_groups import GroupDescription, OffsetAndMetadata
+from odradek.client.admin_groups import GroupDescription, OffsetAndMetadata, group_state
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java import java_hashmap_order, topic_partition_hashcode
 
@@ -666,11 +666,13 @@ class ConsumerGroupService:
     # -- --reset-offsets
     async def reset_offsets(self) -> dict[str, dict[TopicPartition, int]]:
         group_ids = await self.group_ids()
-        described = await self.admin.describe_groups(group_ids, timeout_ms=self.timeout_ms)
+        described = await self.admin.describe_groups(group_ids, timeout_ms=self.timeout_ms,
+                                                     raise_errors=False)
         execute = self.options.has("execute") and not self.options.has("dry-run")
         result: dict[str, dict[TopicPartition, int]] = {}
         for group_id in _string_order(described):
-            state = described[group_id].state  # type: ignore[union-attr]
+            # As Kafka 4.0's tool: a group that does not exist is reset like an inactive one.
+            state = group_state(described[group_id])
             if state not in ("Empty", "Dead"):
                 self.print_error(f"Assignments can only be reset if the group '{group_id}' is "
                                  f"inactive, but the current state is {state}.")

@@ -38,6 +38,7 @@ __all__ = [
     "MemberDescription",
     "OffsetAndMetadata",
     "decode_assignment",
+    "group_state",
 ]
 
 T = TypeVar("T")
@@ -210,13 +211,15 @@ class GroupAdmin:
                               timeout_ms: float | None = None,
                               raise_errors: bool = True,
                               ) -> dict[str, GroupDescription | KafkaError]:
-        """State, protocol and members of each group; a group that does not exist comes back
-        in state "Dead" (the broker's answer)."""
+        """State, protocol and members of each group. A group that does not exist is a
+        GROUP_ID_NOT_FOUND error ("Group G not found."), as Kafka 4.0's admin client reports
+        DescribeGroups v6's answer; a broker before Kafka 4.0 describes it in state "Dead"."""
 
         async def describe(group_id: str) -> GroupDescription:
             async def send(coordinator: _Coordinator) -> GroupDescription:
                 # As Kafka 4.0's admin client: ConsumerGroupDescribe first; a classic group
                 # (GROUP_ID_NOT_FOUND) or an older broker falls back to DescribeGroups.
+                not_found_message = None
                 if m.ConsumerGroupDescribeRequest.API_KEY in coordinator.connection.api_versions:
                     response = await self._send(coordinator, m.ConsumerGroupDescribeRequest(
                         group_ids=[group_id],
@@ -225,16 +228,17 @@ class GroupAdmin:
                     if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
                         raise_for(described.error_code, described.error_message)
                         return _consumer_group_description(described, coordinator.node)
+                    not_found_message = described.error_message
                 response = await self._send(coordinator, m.DescribeGroupsRequest(
                     groups=[group_id],
                     include_authorized_operations=include_authorized_operations))
                 (group,) = response.groups
                 if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-                    # DescribeGroups v6 (Kafka 4.0) names an absent group with an error where
-                    # older versions answer Dead: this client keeps answering Dead.
-                    group.group_state = "Dead"
-                else:
-                    raise_for(group.error_code, group.error_message)
+                    # Kafka's DescribeConsumerGroupsHandler keeps ConsumerGroupDescribe's
+                    # message, the more telling of the two.
+                    raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     not_found_message or group.error_message or None)
+                raise_for(group.error_code, group.error_message)
                 return _group_description(group, coordinator.node)
 
             return await self._with_coordinator("describeConsumerGroups", group_id, send,
@@ -366,6 +370,17 @@ def _finish(results: dict[Any, Any], raise_errors: bool) -> dict[Any, Any]:
             if isinstance(value, KafkaError):
                 raise value
     return results
+
+
+def group_state(described: GroupDescription | KafkaError) -> str:
+    """The state of a `describe_groups(..., raise_errors=False)` result: "Dead" for a group
+    that does not exist (GROUP_ID_NOT_FOUND, which Kafka 4.0's tools treat as an inactive
+    group); any other error is raised."""
+    if isinstance(described, KafkaError):
+        if described.code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise described
+        return "Dead"
+    return described.state
 
 
 def _consumer_group_description(group: Any, coordinator: Node) -> GroupDescription:

@@ -82,7 +82,7 @@ from odradek.client.transactions import (
 from odradek.client.types import ConsumerGroupMetadata, TopicMetadata, TopicPartition
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import BATCH_HEADER_SIZE, Compression, increment_sequence
+from odradek.protocol.records import BATCH_HEADER_SIZE, Compression, increment_sequence, kafka_level
 
 __all__ = [
     "PRODUCER_CONFIG",
@@ -1112,17 +1112,9 @@ class AsyncProducer:
 
 
 def _compression_level(config: ClientConfig, codec: Compression) -> int | None:
-    """The codec's level; None for the codec's own default (lz4 level 9 is Kafka's default,
-    which uses the fast compressor)."""
-    if codec == Compression.GZIP:
-        level = config["compression.gzip.level"]
-        return None if level == -1 else level
-    if codec == Compression.LZ4:
-        level = config["compression.lz4.level"]
-        return None if level == 9 else level
-    if codec == Compression.ZSTD:
-        return config["compression.zstd.level"]
-    return None
+    """The codec's level from the producer's `compression.<codec>.level` settings."""
+    return kafka_level(codec, config["compression.gzip.level"], config["compression.lz4.level"],
+                       config["compression.zstd.level"])
 
 
 class Producer(SyncFacade[AsyncProducer]):

@@ -456,13 +456,6 @@ def _non_empty(name: str, value: Any) -> None:
                           "String must be non-empty")
 
 
-def _gzip_level(name: str, value: Any) -> None:
-    """Kafka's gzip level validator: a deflate level, or -1 for the library's default."""
-    if value != -1 and not 1 <= value <= 9:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: "
-                          "Value must be between 1 and 9 or equal to -1")
-
-
 _RLMM_CLASS = "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
 
 # --- Kafka 4.0's remaining broker keys (tests/config/kafka40_broker_configs.txt lists all 289
@@ -479,13 +472,6 @@ _KAFKA40_TABLE: list[tuple[str, ConfigType, Any, Validator | None, Importance, U
      "producer's behalf (capped by request.timeout.ms).")),
     ("add.partitions.to.txn.retry.backoff.ms", _I, 20, at_least(1), _HIGH, _RO,
      "Backoff between those retries."),
-    # compression levels applied when the broker recompresses
-    ("compression.gzip.level", _I, -1, _gzip_level, _MEDIUM, _CW,
-     "gzip level used when compression.type is gzip (-1: the codec's default)."),
-    ("compression.lz4.level", _I, 9, between(1, 17), _MEDIUM, _CW,
-     "lz4 level used when compression.type is lz4."),
-    ("compression.zstd.level", _I, 3, between(-131072, 22), _MEDIUM, _CW,
-     "zstd level used when compression.type is zstd."),
     # network, requests, coordinators
     ("controller.socket.timeout.ms", _I, 30000, None, _MEDIUM, _RO,
      "Socket timeout of the channels from the controller to brokers."),
@@ -690,6 +676,11 @@ _SCALED_SYNONYM_VALIDATORS: dict[str, Validator | None] = {
     "log.roll.hours": at_least(1),
     "log.roll.jitter.hours": at_least(0),
 }
+# Broker keys whose range Kafka 4.0 narrowed without narrowing their topic config's (KIP-1030:
+# log.segment.bytes is at least 1 MiB, topic segment.bytes still at least 14 bytes).
+_BROKER_ONLY_VALIDATORS: dict[str, Validator] = {
+    "log.segment.bytes": at_least(1024 * 1024),
+}
 _HIGH_IMPORTANCE_LOG_KEYS = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.retention.ms",
     "log.retention.minutes", "log.retention.hours", "log.retention.bytes", "log.cleanup.policy",
@@ -720,7 +711,8 @@ def _log_configs_from_topic_table() -> list[ConfigDef]:
                 name=synonym,
                 type=ConfigType.INT if scaled else topic.type,
                 default=default,
-                validator=_SCALED_SYNONYM_VALIDATORS.get(synonym) if scaled else topic.validator,
+                validator=_SCALED_SYNONYM_VALIDATORS.get(synonym) if scaled
+                else _BROKER_ONLY_VALIDATORS.get(synonym, topic.validator),
                 importance=_HIGH if synonym in _HIGH_IMPORTANCE_LOG_KEYS else _MEDIUM,
                 update_mode=_CW if position == 0 else _RO,
                 doc=doc,

@@ -190,15 +190,18 @@ def topic_config_entries(broker_config: BrokerConfigView, default_log_config: To
             synonyms.append(ConfigSynonym(broker_key, str(static[broker_key]),
                                           ConfigSource.STATIC_BROKER_CONFIG))
         # The default synonym is the broker config's default in its own unit (Kafka:
-        # log.retention.hours=168, not the topic's 604800000 ms).
-        default_definition = (BROKER_CONFIGS[definition.broker_synonyms[-1]]
-                              if definition.broker_synonyms else definition)
-        default = None if default_definition.default is None else format_value(
-            default_definition.type, default_definition.default)
-        synonyms.append(ConfigSynonym(default_definition.name, default,
-                                      ConfigSource.DEFAULT_CONFIG))
+        # log.retention.hours=168, not the topic's 604800000 ms). A config without a broker
+        # synonym (remote.storage.enable, ...) has no synonyms at all, as in Kafka's
+        # ConfigHelper: its source is DEFAULT_CONFIG.
+        if definition.broker_synonyms:
+            default_definition = BROKER_CONFIGS[definition.broker_synonyms[-1]]
+            default = None if default_definition.default is None else format_value(
+                default_definition.type, default_definition.default)
+            synonyms.append(ConfigSynonym(default_definition.name, default,
+                                          ConfigSource.DEFAULT_CONFIG))
         entries.append(ConfigEntry(
-            name=name, value=format_value(definition.type, value), source=synonyms[0].source,
+            name=name, value=format_value(definition.type, value),
+            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
             synonyms=tuple(synonyms), config_type=definition.type,
             documentation=definition.doc))
     return entries

@@ -8,6 +8,7 @@ Precedence (lowest to highest): Kafka's default < broker property (e.g. `log.seg
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +21,40 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 _I, _L, _D, _B, _S, _LST = (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE,
                             ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.LIST)
 
+
+def _gzip_level(name: str, value: Any) -> None:
+    """Kafka's gzip level validator: a deflate level, or -1 for the library's default."""
+    if value != -1 and not 1 <= value <= 9:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                          "Value must be between 1 and 9 or equal to -1")
+
+
+def _throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or `partition:broker` entries."""
+    if value == ["*"] or all(_REPLICA_ENTRY.fullmatch(entry) for entry in value):
+        return
+    raise ConfigError(f"Invalid value [{', '.join(value)}] for configuration {name}: {name} "
+                      "must be the literal '*' or a list of replicas in the following format: "
+                      "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+_REPLICA_ENTRY = re.compile(r"([0-9]+:[0-9]+)?")
+
+# Kafka 4.0's topic configs (LogConfig; the list of its documentation, section 3.2), with
+# Kafka's defaults and validators. Those without a broker synonym have none in Kafka either
+# ("Server Default Property: null").
 # (name, type, default, validator, broker synonyms (highest precedence first), doc)
 _TABLE: list[tuple[str, ConfigType, Any, Validator | None, tuple[str, ...], str]] = [
     ("cleanup.policy", _LST, ["delete"], one_of("compact", "delete"), ("log.cleanup.policy",),
      "Retention policy for old segments: 'delete' and/or 'compact'."),
+    ("compression.gzip.level", _I, -1, _gzip_level, ("compression.gzip.level",),
+     "Level of the gzip compression the broker applies when compression.type is gzip."),
+    ("compression.lz4.level", _I, 9, between(1, 17), ("compression.lz4.level",),
+     "Level of the lz4 compression the broker applies when compression.type is lz4."),
     ("compression.type", _S, "producer", one_of(*COMPRESSION_TYPES), ("compression.type",),
      "Final compression type for the topic; 'producer' keeps the producer's codec."),
+    ("compression.zstd.level", _I, 3, between(-131072, 22), ("compression.zstd.level",),
+     "Level of the zstd compression the broker applies when compression.type is zstd."),
     ("delete.retention.ms", _L, 86400000, at_least(0), ("log.cleaner.delete.retention.ms",),
      "How long delete tombstones are retained for compacted topics."),
     ("file.delete.delay.ms", _L, 60000, at_least(0), ("log.segment.delete.delay.ms",),
@@ -35,13 +64,11 @@ _TABLE: list[tuple[str, ConfigType, Any, Validator | None, tuple[str, ...], str]
     ("flush.ms", _L, LONG_MAX, at_least(0),
      ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
      "Maximum time in ms before the log is fsynced."),
-    ("follower.replication.throttled.replicas", _LST, [], None,
-     ("follower.replication.throttled.replicas",),
+    ("follower.replication.throttled.replicas", _LST, [], _throttled_replicas, (),
      "Replicas whose log replication should be throttled on the follower side."),
     ("index.interval.bytes", _I, 4096, at_least(0), ("log.index.interval.bytes",),
      "How frequently (in log bytes) an entry is added to the offset index."),
-    ("leader.replication.throttled.replicas", _LST, [], None,
-     ("leader.replication.throttled.replicas",),
+    ("leader.replication.throttled.replicas", _LST, [], _throttled_replicas, (),
      "Replicas whose log replication should be throttled on the leader side."),
     ("local.retention.bytes", _L, -2, at_least(-2), ("log.local.retention.bytes",),
      "Local log size to retain before deleting (tiered storage; -2 = retention.bytes)."),
@@ -51,18 +78,12 @@ _TABLE: list[tuple[str, ConfigType, Any, Validator | None, tuple[str, ...], str]
      "Maximum time a message remains ineligible for compaction."),
     ("max.message.bytes", _I, 1048588, at_least(0), ("message.max.bytes",),
      "Largest record batch size allowed (after compression)."),
-    ("message.downconversion.enable", _B, True, None,
-     ("log.message.downconversion.enable",),
-     "Whether down-conversion of message formats is enabled for consumers."),
-    ("message.timestamp.after.max.ms", _L, LONG_MAX, at_least(0),
+    ("message.timestamp.after.max.ms", _L, 3600000, at_least(0),
      ("log.message.timestamp.after.max.ms",),
      "Maximum allowed amount a CreateTime timestamp may be ahead of the broker's time."),
     ("message.timestamp.before.max.ms", _L, LONG_MAX, at_least(0),
      ("log.message.timestamp.before.max.ms",),
      "Maximum allowed amount a CreateTime timestamp may be behind the broker's time."),
-    ("message.timestamp.difference.max.ms", _L, LONG_MAX, at_least(0),
-     ("log.message.timestamp.difference.max.ms",),
-     "Deprecated: maximum difference between a CreateTime timestamp and the broker's time."),
     ("message.timestamp.type", _S, "CreateTime", one_of("CreateTime", "LogAppendTime"),
      ("log.message.timestamp.type",),
      "Whether record timestamps are the producer's (CreateTime) or the broker's."),
@@ -74,6 +95,10 @@ _TABLE: list[tuple[str, ConfigType, Any, Validator | None, tuple[str, ...], str]
      "Minimum number of in-sync replicas for an acks=all write to succeed."),
     ("preallocate", _B, False, None, ("log.preallocate",),
      "Preallocate the segment file when creating a new segment."),
+    ("remote.log.copy.disable", _B, False, None, (),
+     "Stop copying the topic's segments to tiered storage (no effect: Odradek has none)."),
+    ("remote.log.delete.on.disable", _B, False, None, (),
+     "Delete the topic's tiered data when tiered storage is disabled (no effect in Odradek)."),
     ("remote.storage.enable", _B, False, None, (),
      "Enable tiered storage for the topic (not supported by Odradek; always local)."),
     ("retention.bytes", _L, -1, None, ("log.retention.bytes",),

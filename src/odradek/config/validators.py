@@ -24,11 +24,14 @@ def at_least(minimum: float) -> Validator:
 
 
 def between(low: float, high: float) -> Validator:
-    """Kafka's ConfigDef.Range.between."""
+    """Kafka's ConfigDef.Range.between (its wording names the bound that is crossed)."""
     def check(name: str, value: Any) -> None:
-        if not low <= value <= high:
+        if value < low:
             raise ConfigError(f"Invalid value {value} for configuration {name}: "
-                              f"Value must be between {low} and {high}")
+                              f"Value must be at least {low}")
+        if value > high:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                              f"Value must be no more than {high}")
     return check
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client import AdminClient, NewTopic, OffsetSpec, TopicPartition
-from odradek.client.admin_groups import GroupDescription
+from odradek.client.admin_groups import GroupDescription, group_state
 from odradek.client.admin_types import ClusterDescription, TopicDescription
 from odradek.client.consumer import AsyncConsumer
 from odradek.client.types import Node
@@ -261,8 +261,9 @@ class ConsoleService:
         group's committed partitions (of `topic` only, when given), or every partition of
         `topic` when the group has none of it; a requested offset is clamped to the log.
         Like `consumer-groups --reset-offsets`, only for a group without active members."""
-        state = (await self.admin.describe_groups([group_id],
-                                                  timeout_ms=PAGE_TIMEOUT_MS))[group_id].state
+        # A group that does not exist is reset like an inactive one (Kafka 4.0's tool).
+        state = group_state((await self.admin.describe_groups(
+            [group_id], timeout_ms=PAGE_TIMEOUT_MS, raise_errors=False))[group_id])
         if state not in ("Empty", "Dead"):
             raise GroupActiveError(f"Assignments can only be reset if the group '{group_id}' "
                                    f"is inactive, but the current state is {state}.")

@@ -58,7 +58,10 @@ class LogConfig:
     """Typed topic configuration. Build with `LogConfig.from_props` / `from_broker_props`."""
 
     cleanup_policy: list[str] = _default("cleanup.policy")
+    compression_gzip_level: int = _default("compression.gzip.level")
+    compression_lz4_level: int = _default("compression.lz4.level")
     compression_type: str = _default("compression.type")
+    compression_zstd_level: int = _default("compression.zstd.level")
     delete_retention_ms: int = _default("delete.retention.ms")
     file_delete_delay_ms: int = _default("file.delete.delay.ms")
     flush_messages: int = _default("flush.messages")
@@ -72,15 +75,15 @@ class LogConfig:
     local_retention_ms: int = _default("local.retention.ms")
     max_compaction_lag_ms: int = _default("max.compaction.lag.ms")
     max_message_bytes: int = _default("max.message.bytes")
-    message_downconversion_enable: bool = _default("message.downconversion.enable")
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
-    message_timestamp_difference_max_ms: int = _default("message.timestamp.difference.max.ms")
     message_timestamp_type: str = _default("message.timestamp.type")
     min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")
     min_compaction_lag_ms: int = _default("min.compaction.lag.ms")
     min_insync_replicas: int = _default("min.insync.replicas")
     preallocate: bool = _default("preallocate")
+    remote_log_copy_disable: bool = _default("remote.log.copy.disable")
+    remote_log_delete_on_disable: bool = _default("remote.log.delete.on.disable")
     remote_storage_enable: bool = _default("remote.storage.enable")
     retention_bytes: int = _default("retention.bytes")
     retention_ms: int = _default("retention.ms")
@@ -99,8 +102,13 @@ class LogConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, Any] | None = None,
                    defaults: LogConfig | None = None) -> LogConfig:
-        """Topic overrides (Kafka topic-level names) layered on `defaults` (broker defaults)."""
-        props = props or {}
+        """Topic overrides (Kafka topic-level names) layered on `defaults` (broker defaults).
+
+        Names that are not topic configs are ignored, as Kafka's LogConfig ignores them: a
+        topic's stored configs may hold keys an older version had (e.g.
+        `message.downconversion.enable`, gone in Kafka 4.0). New configs are checked by
+        `validate_topic_props` before they are stored."""
+        props = {name: value for name, value in (props or {}).items() if name in TOPIC_CONFIGS}
         base = defaults if defaults is not None else cls()
         values = {TOPIC_CONFIGS[name].attribute: value
                   for name, value in parse_topic_props(props).items()}

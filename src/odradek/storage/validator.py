@@ -2,7 +2,9 @@
 
 Only batch headers are decoded: offsets, the leader epoch and LogAppendTime are patched into the
 bytes in place, so a produce request's records are written to the log as they arrived. Records
-are read only on compacted topics, where every record needs a key.
+are read only on compacted topics, where every record needs a key, and a batch is rewritten only
+when the topic's compression.type names another codec than the producer's (recompressed at the
+topic's compression.<codec>.level, as Kafka does).
 
 `validate_produce_request_records` is Kafka's ProduceRequest.validateRecords: the checks that
 depend on the Produce version, which the produce handler runs on each partition's records
@@ -24,10 +26,12 @@ from odradek.protocol.records import (
     Compression,
     decode_keys,
     iter_batches,
+    kafka_level,
     patch_base_offset,
     patch_log_append_time,
     patch_partition_leader_epoch,
     read_magic,
+    recompressed_batch,
     verify_crc,
 )
 from odradek.protocol.records.batch import (
@@ -179,9 +183,8 @@ def _check_keys(records: bytes | bytearray | memoryview, position: int,
 
 
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:
-    before = min(config.message_timestamp_before_max_ms,
-                 config.message_timestamp_difference_max_ms)
-    after = min(config.message_timestamp_after_max_ms, config.message_timestamp_difference_max_ms)
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
     for timestamp in (header.base_timestamp, header.max_timestamp):
         if timestamp == NO_TIMESTAMP:
             continue
@@ -225,7 +228,53 @@ def validate_as_leader(records: bytes | bytearray | memoryview, config: LogConfi
             _check_timestamp(header, config, now_ms)
         if config.compact and not header.is_control:
             _check_keys(records, position, header)
+    target = _target_compression(config)
+    if target is not None and any(header.compression != target and not header.is_control
+                                  for _, header in result.batches):
+        result = _recompressed(result, config, target)
     return result
+
+
+def _target_compression(config: LogConfig) -> Compression | None:
+    """The codec the topic's compression.type asks for; None for `producer` (keep it)."""
+    if config.compression_type == "producer":
+        return None
+    if config.compression_type == "uncompressed":
+        return Compression.NONE
+    return Compression[config.compression_type.upper()]
+
+
+def _recompressed(validated: ValidatedRecords, config: LogConfig,
+                  target: Compression) -> ValidatedRecords:
+    """The batches in the topic's codec, at its compression.<codec>.level (Kafka's
+    LogValidator recompresses when compression.type is not the producer's codec; control
+    batches stay as they are). Per batch, not per record: the records' bytes are the same in
+    any codec. A batch grown beyond max.message.bytes is MESSAGE_TOO_LARGE, as Kafka checks
+    the sizes again after recompressing."""
+    level = kafka_level(target, config.compression_gzip_level, config.compression_lz4_level,
+                        config.compression_zstd_level)
+    records = bytearray()
+    rebuilt = ValidatedRecords(records, record_count=validated.record_count)
+    for position, header in validated.batches:
+        if header.compression == target or header.is_control:
+            batch: bytes | bytearray | memoryview = \
+                memoryview(validated.records)[position:position + header.size]
+        else:
+            try:
+                batch = recompressed_batch(validated.records, position, header, target, level)
+            except CorruptRecordError as exc:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+            if len(batch) > config.max_message_bytes:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"batch of {len(batch)} bytes after recompression exceeds "
+                                 f"max.message.bytes {config.max_message_bytes}")
+        rebuilt.batches.append((len(records), BatchHeader.parse(batch)))
+        records += batch
+    if len(records) > config.segment_bytes:
+        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                         f"records of {len(records)} bytes after recompression exceed "
+                         f"segment.bytes {config.segment_bytes}")
+    return rebuilt
 
 
 _PATCHED_PREFIX = 16  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC

@@ -24,11 +24,12 @@ from odradek.protocol.records.batch import (
     verify_crc,
     write_crc,
 )
-from odradek.protocol.records.builder import RecordBatchBuilder, build_batch
+from odradek.protocol.records.builder import RecordBatchBuilder, build_batch, recompressed_batch
 from odradek.protocol.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     compress,
     decompress,
+    kafka_level,
 )
 from odradek.protocol.records.control import (
     ControlRecordType,
@@ -96,11 +97,13 @@ __all__ = [
     "iter_legacy_records",
     "iter_message_set",
     "iter_records",
+    "kafka_level",
     "legacy_to_v2",
     "patch_base_offset",
     "patch_log_append_time",
     "patch_partition_leader_epoch",
     "read_magic",
+    "recompressed_batch",
     "records_section",
     "v2_to_legacy",
     "verify_crc",

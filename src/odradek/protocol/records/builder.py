@@ -8,6 +8,7 @@ from typing import Any
 from odradek.protocol.primitives import _SMALL_UVARINTS, write_uvarint, write_varlong
 from odradek.protocol.records.batch import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     DELETE_HORIZON_FLAG_MASK,
     HEADER_STRUCT,
@@ -20,12 +21,14 @@ from odradek.protocol.records.batch import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
+    BatchHeader,
+    Buffer,
     Compression,
     TimestampType,
     write_crc,
 )
 from odradek.protocol.records.compression import compress
-from odradek.protocol.records.record import HEADER_KEY_ERRORS
+from odradek.protocol.records.record import HEADER_KEY_ERRORS, records_section
 
 _INT32_MIN = -0x80000000
 _INT32_MAX = 0x7FFFFFFF
@@ -252,3 +255,24 @@ def build_batch(records: Iterable[Sequence[Any]], **builder_options: Any) -> byt
     for record in records:
         builder.append(*record)
     return builder.build()
+
+
+def recompressed_batch(buf: Buffer, pos: int, header: BatchHeader, codec: Compression,
+                       level: int | None = None) -> bytearray:
+    """The v2 batch at `pos` with its records compressed with `codec` (at `level`) instead of
+    its own codec: every header field kept but the codec bits, the length and the CRC. The
+    records are not decoded: their bytes are the same whatever the codec (what a broker
+    writes when a topic's compression.type is not the producer's).
+
+    CorruptRecordError if the batch's records do not decompress."""
+    records = records_section(buf, pos, header)
+    if codec != Compression.NONE:
+        records = compress(codec, records, level)
+    out = bytearray(BATCH_HEADER_SIZE + len(records))
+    rebuilt = BatchHeader(*(getattr(header, name) for name in BatchHeader.FIELDS))
+    rebuilt.attributes = (header.attributes & ~COMPRESSION_CODEC_MASK) | int(codec)
+    rebuilt.batch_length = len(out) - LOG_OVERHEAD
+    rebuilt.pack_into(out)
+    out[BATCH_HEADER_SIZE:] = records
+    write_crc(out, 0, len(out))
+    return out

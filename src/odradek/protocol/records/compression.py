@@ -44,6 +44,21 @@ _U64_LE = struct.Struct("<Q")
 _U16_LE = struct.Struct("<H")
 
 
+def kafka_level(codec: Compression | int, gzip_level: int, lz4_level: int,
+                zstd_level: int) -> int | None:
+    """Kafka's `compression.<codec>.level` settings (KIP-390) as `compress`'s level for
+    `codec`: None for the codec's own default (gzip -1; lz4 9, Kafka's default, which
+    `compress_lz4` serves with LZ4's fast mode) and for codecs without levels."""
+    codec = Compression(codec)
+    if codec == Compression.GZIP:
+        return None if gzip_level == -1 else gzip_level
+    if codec == Compression.LZ4:
+        return None if lz4_level == 9 else lz4_level
+    if codec == Compression.ZSTD:
+        return zstd_level
+    return None
+
+
 def compress(codec: Compression | int, data: Buffer, level: int | None = None) -> bytes:
     """Compress `data` the way Kafka's clients do for `codec`."""
     codec = Compression(codec)
