@@ -6,6 +6,7 @@ add-controller` / `remove-controller` and `describe` in Kafka 4.0's format.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,14 @@ def dynamic_node(root: Path, node_id: int, bootstrap: str, controller_port: int)
     node = ClusterNode(node_id, root / f"node-{node_id}", free_port(), controller_port)
     node.write_config("", {"controller.quorum.bootstrap.servers": bootstrap})
     return node
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def format_node(node: ClusterNode, cluster_id: str, *flags: str) -> None:
@@ -82,6 +91,11 @@ def test_grow_and_shrink_a_standalone_quorum(tmp_path, capsys):
     controllers = f"{HOST}:{port_1},{HOST}:{port_2}"
     try:
         first.start()
+        # Node 2 starts once node 1's controller listener is up. KNOWN BUG (closing note of
+        # 2026-11-27): an observer started before its bootstrap server listens sometimes never
+        # joins (seen once in three CI runs); this test is about the tools, not that race.
+        wait_until(lambda: _accepts(HOST, port_1) or first.check_alive(), START_TIMEOUT_S,
+                   interval=0.1, message="node 1's controller listener")
         second.start()
         # Node 1 alone is the quorum; node 2 follows it as an observer.
         def observed() -> bool:
