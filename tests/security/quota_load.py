@@ -1,6 +1,6 @@
 """Load generators for the quota tests and bench: a confluent-kafka producer or consumer
 running flat out in a thread, recording when each byte arrived and the throttle times the
-broker reported (librdkafka's statistics)."""
+broker reported (librdkafka's statistics); and a sampler of what the broker itself accepted."""
 
 from __future__ import annotations
 
@@ -105,6 +105,27 @@ def consume_flat_out(bootstrap: str, topic: str, client_id: str) -> Load:
                         load.add(len(message.value()))
         finally:
             consumer.close()
+    return _run(load, body)
+
+
+def accepted_by_broker(host: str, port: int, topic: str, interval: float = 0.1) -> Load:
+    """The bytes of RECORD values the broker has appended to partition 0 of `topic`, sampled
+    from its log end offset. A producer's delivery callbacks can run late and in bursts on a
+    loaded machine (the client's thread waits for the CPU), which moves bytes from one side of
+    a measuring window's edge to the other; the log end offset is the broker's own count, taken
+    one round trip after the time recorded for it."""
+    load = Load()
+    L = m.ListOffsetsRequest
+
+    def body() -> None:
+        with RawClient(host, port) as client:
+            while not load.stop.is_set():
+                response = client.call(2, 7, L(replica_id=-1, isolation_level=0, topics=[
+                    L.ListOffsetsTopic(name=topic, partitions=[
+                        L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+                when = time.monotonic()
+                load.events.append((when, response.topics[0].partitions[0].offset * len(RECORD)))
+                load.stop.wait(interval)
     return _run(load, body)
 
 

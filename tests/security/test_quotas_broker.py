@@ -21,6 +21,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 from tests.broker_process import BrokerProcess, closed_by_peer_now, wait_until
 from tests.security.quota_load import (
+    accepted_by_broker,
     alter_quota,
     consume_flat_out,
     produce_flat_out,
@@ -66,11 +67,14 @@ def test_producer_held_at_its_byte_rate_while_another_runs_free(broker):
     with RawClient(broker.host, broker.port) as admin:
         admin.create_topic("quota-produce")
         alter_quota(admin, [("client-id", "limited-producer")], producer_byte_rate=MB)
+        admin.create_topic("quota-produce-free")
     limited = produce_flat_out(broker.bootstrap, "quota-produce", "limited-producer")
-    free = produce_flat_out(broker.bootstrap, "quota-produce", "free-producer")
+    free = produce_flat_out(broker.bootstrap, "quota-produce-free", "free-producer")
+    accepted = accepted_by_broker(broker.host, broker.port, "quota-produce")
     try:
-        limited_rate, free_rate = measure(limited, free)
+        limited_rate, free_rate = measure(accepted, free)
     finally:
+        accepted.finish()
         limited.finish()
         free.finish()
     print(f"limited producer {limited_rate / MB:.3f} MB/s, free producer "
@@ -212,9 +216,11 @@ def test_odradek_admin_and_producer(broker):
             [ClientQuotaFilterComponent.of_entity_type("client-id")]))
         assert described[entity] == {"producer_byte_rate": MB}
     limited = produce_flat_out_odradek(broker.bootstrap, "quota-odradek", "odradek-producer")
+    accepted = accepted_by_broker(broker.host, broker.port, "quota-odradek")
     try:
-        (rate,) = measure(limited)
+        (rate,) = measure(accepted)
     finally:
+        accepted.finish()
         limited.finish()
     print(f"odradek producer {rate / MB:.3f} MB/s")
     assert_held_at_quota(rate)
