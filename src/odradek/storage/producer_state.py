@@ -2,8 +2,9 @@
 
 For each producer id the partition remembers the epoch and the sequence ranges of its last
 five batches, so a retried batch is recognised (and answered with its original offset) and a
-gap or reordering is refused with OUT_OF_ORDER_SEQUENCE_NUMBER. The state is built from batch
-headers alone (no record decoding).
+gap or reordering is refused with OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the partition has no
+record of may start at any sequence, as in Kafka. The state is built from batch headers alone
+(no record decoding).
 
 Snapshots: `<offset>.snapshot` files in the partition directory hold the state of every batch
 below `offset` (the log end offset when it was taken), so opening a log replays only the batch
@@ -261,10 +262,9 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         first_seq, last_seq = header.base_sequence, header.last_sequence
         if entry is None:
-            if first_seq != 0:
-                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                 f"Unknown producer {header.producer_id}: first sequence "
-                                 f"{first_seq} is not 0")
+            # Kafka accepts any first sequence from a producer it has no record of (KIP-360):
+            # its state may have expired (`producer.id.expiration.ms`) or been removed with the
+            # segments that held it (retention, DeleteRecords) while the producer lives on.
             return None
         if header.producer_epoch < entry.epoch:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
