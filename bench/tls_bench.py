@@ -16,7 +16,9 @@ Plaintext fetches are sent with sendfile; TLS ones are read and written in 1 MiB
 On a shared machine the clients' wall-clock rates swing by 2x from run to run, so the broker's
 own cost is measured too: its process CPU time (user + system, all threads, from
 /proc/PID/stat) over each produce and consume, per MB moved -- what TLS adds on the broker,
-independent of how busy the machine is.
+independent of how busy the machine is. The client's CPU time per MB (this process: the Python
+loop and librdkafka's threads, which encrypt and decrypt on their side) is measured the same
+way: client and broker share the machine's cores, so the throughput ratio depends on both.
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_seconds() -> float:
+    """This process's CPU time so far (the client: Python and librdkafka's threads)."""
+    times = os.times()
+    return times.user + times.system
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -138,14 +146,17 @@ def run(quick: bool = False, records: int | None = None) -> str:
                     for side in order:
                         topic = f"{side}-{round_}"
                         cpu_before = cpu_seconds(broker.proc.pid)
+                        client_before = own_cpu_seconds()
                         if phase == "produce":
                             _create(broker.bootstrap, topic)
                             elapsed = produce(sides[side], topic, n)
                         else:
                             elapsed = consume(sides[side], topic, n)
                         cpu_ms = (cpu_seconds(broker.proc.pid) - cpu_before) * 1000
+                        client_ms = (own_cpu_seconds() - client_before) * 1000
                         row[f"{side}_{phase}"] = megabytes / elapsed
                         row[f"{side}_{phase}_cpu"] = cpu_ms / megabytes
+                        row[f"{side}_{phase}_client_cpu"] = client_ms / megabytes
                 rows.append(row)
                 print(f"round {round_}: " + ", ".join(
                     f"{k} {v:,.2f} {'ms CPU/MB' if k.endswith('_cpu') else 'MB/s'}"
@@ -158,7 +169,8 @@ def run(quick: bool = False, records: int | None = None) -> str:
         return ", ".join(f"{r[key]:,.1f}" for r in rows)
 
     def cpu(key: str) -> str:
-        return f"{statistics.median(r[f'{key}_cpu'] for r in rows):.2f}"
+        return (f"{statistics.median(r[f'{key}_cpu'] for r in rows):.2f} | "
+                f"{statistics.median(r[f'{key}_client_cpu'] for r in rows):.2f}")
 
     def ratios(kind: str) -> list[float]:
         return [r[f"tls_{kind}"] / r[f"plaintext_{kind}"] for r in rows]
@@ -175,8 +187,8 @@ def run(quick: bool = False, records: int | None = None) -> str:
         "(2 cores shared with other agents' work)."),
         "",
         ("| path | MB/s per round | TLS / plaintext per round | median | broker ms CPU per MB "
-         "(median) | goal |"),
-        "|---|---|---|---|---|---|",
+         "(median) | client ms CPU per MB (median) | goal |"),
+        "|---|---|---|---|---|---|---|",
         (f"| produce, plaintext | {per_round('plaintext_produce')} | | | "
          f"{cpu('plaintext_produce')} | |"),
         (f"| produce, TLS | {per_round('tls_produce')} | "
