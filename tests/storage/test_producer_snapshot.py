@@ -384,7 +384,7 @@ WRITER = textwrap.dedent("""
     log = Log(sys.argv[1], LogConfig.from_props({"segment.bytes": 1200,
                                                 "index.interval.bytes": 200}))
     seq = 0
-    while True:
+    while sys.stdin.readline():  # one batch per line the test sends
         builder = RecordBatchBuilder(producer_id=4321, producer_epoch=0, base_sequence=seq)
         for index in range(2):
             builder.append(1_700_000_000_000, b"k", bytes(100))
@@ -398,10 +398,17 @@ def test_state_after_a_sigkill_matches_a_full_rescan(log_path: Path, clock: Fake
                                                      opened: list[Log]) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen([sys.executable, "-c", WRITER, str(log_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
     acked: list[tuple[int, int, int]] = []
     try:
-        assert process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None
+        # The writer may run up to 3 batches past the 60th acknowledgement before the kill
+        # lands (it dies during one of them, or idle): the last acknowledged batch stays among
+        # the producer's last five, whose retries must be recognised. A writer running free
+        # got hundreds of batches ahead while this process waited for the CPU.
+        process.stdin.write(b"\n" * 63)
+        process.stdin.flush()
         while len(acked) < 60:  # about fifteen segment rolls
             line = process.stdout.readline()
             if not line:
