@@ -5,7 +5,9 @@ exporter names them) present."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -13,9 +15,13 @@ from broker_process import BrokerProcess, free_port, wait_until
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from raw_client import RawClient
 
 from odradek.config.broker import metrics_listener
 from odradek.config.types import ConfigError
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import build_batch
 
 TOPICS = {"metrics-a": 2, "metrics-b": 1}
 MESSAGES = {"metrics-a": 3000, "metrics-b": 1000}
@@ -47,6 +53,15 @@ EXPECTED_NAMES = [
     "kafka_server_raftmetrics_current_epoch",
     "kafka_server_raftmetrics_high_watermark",
     "kafka_server_raftmetrics_current_state",
+    "kafka_server_raftmetrics_current_vote",
+    "kafka_server_raftmetrics_log_end_offset",
+    "kafka_server_raftmetrics_commit_latency_avg",
+    "kafka_server_raftmetrics_commit_latency_max",
+    "kafka_server_raftmetrics_poll_idle_ratio_avg",
+    "kafka_network_requestmetrics_errors_total",
+    "kafka_server_replicamanager_isrshrinks_total",
+    "kafka_server_replicamanager_isrexpands_total",
+    "kafka_server_replicamanager_failedisrupdates_total",
     "kafka_server_socket_server_metrics_connection_count",
     "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
     "kafka_network_socketserver_networkprocessoravgidle_percent",
@@ -199,6 +214,15 @@ def test_gauges_describe_the_broker(broker):
     assert value(samples, "kafka_controller_kafkacontroller_activebrokercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_fencedbrokercount") == 0
     assert value(samples, "kafka_server_raftmetrics_current_leader") == 1
+    assert value(samples, "kafka_server_raftmetrics_current_vote") == 1  # the leader: itself
+    # The metadata records committed since the start (topics created) were timed; the driver
+    # mostly waits.
+    commit_avg = value(samples, "kafka_server_raftmetrics_commit_latency_avg")
+    assert 0 <= commit_avg <= value(samples, "kafka_server_raftmetrics_commit_latency_max")
+    assert 0 <= value(samples, "kafka_server_raftmetrics_poll_idle_ratio_avg") <= 1
+    # One broker: no ISR ever changes.
+    for name in ("isrshrinks", "isrexpands", "failedisrupdates"):
+        assert value(samples, f"kafka_server_replicamanager_{name}_total") == 0
     assert value(samples, "kafka_server_raftmetrics_current_state",
                  current_state="leader") == 1
     assert by_label(samples, "kafka_server_delayedoperationpurgatory_purgatorysize",
@@ -259,3 +283,34 @@ def test_odradek_clients_report_kafka_client_metrics(broker):
         samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
     assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total",
                  topic=topic) == count
+
+
+def test_errors_in_responses_are_counted_per_api_and_error(broker):
+    """Kafka's ErrorsPerSec: every error code in a response counted, NONE included -- one per
+    partition of a Produce -- and a Metadata response's partitions and topics only."""
+    topic, errors = "metrics-errors", "kafka_network_requestmetrics_errors_total"
+    batch = build_batch([(int(time.time() * 1000), None, b"v")])
+    with RawClient(broker.host, broker.port) as client:
+        client.create_topic(topic, 1)
+        before = scrape(broker.metrics_url)
+        produce = client.call(0, 9, m.ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=index, records=batch)
+                for index in (0, 7)])]))
+        assert [p.error_code for p in produce.responses[0].partition_responses] == [
+            ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        metadata = client.metadata(["metrics-absent"], allow_auto_topic_creation=False)
+        assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    after = scrape(broker.metrics_url)
+
+    def moved(request: str, error: str) -> float:
+        return after.get((errors, frozenset({("request", request), ("error", error)})), 0) - \
+            before.get((errors, frozenset({("request", request), ("error", error)})), 0)
+
+    assert moved("Produce", "NONE") == 1
+    assert moved("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert moved("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert moved("Metadata", "NONE") == 0  # the top-level error code is not counted (Kafka)
+    # The topic's creation was answered before: counted in the earlier scrape.
+    assert value(before, errors, request="CreateTopics", error="NONE") >= 1
+    assert not any(math.isnan(v) for (name, _l), v in after.items() if name == errors)

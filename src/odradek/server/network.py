@@ -320,6 +320,7 @@ class Connection(asyncio.BaseProtocol):
             if header is not None and header.request_api_key == API_VERSIONS_KEY:
                 # Clients probe with their newest ApiVersions; answer v0 so they retry lower.
                 response = self.server.unsupported_version_response(header)
+                self.server.request_metrics.count_errors(API_VERSIONS_KEY, 0, response)
                 await self._write(framing.encode_response(
                     API_VERSIONS_KEY, 0, header.correlation_id, response))
                 return
@@ -379,6 +380,7 @@ class Connection(asyncio.BaseProtocol):
         if response is None or self.closing:
             return
         api_key, version = header.request_api_key, header.request_api_version
+        self.server.request_metrics.count_errors(api_key, version, response)
         local_done = time.monotonic_ns()
         if response.HAS_RECORDS:  # fetch: records may be file regions to sendfile
             chunks = framing.encode_response_chunks(api_key, version, header.correlation_id, response)

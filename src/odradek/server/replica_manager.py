@@ -164,6 +164,18 @@ class IsrChange:
     leader_recovery_state: int = 0
 
 
+@dataclass(slots=True)
+class IsrChangeStats:
+    """Kafka's ReplicaManager meters IsrShrinksPerSec, IsrExpandsPerSec and
+    FailedIsrUpdatesPerSec (server.metrics): ISR changes of partitions this broker leads, counted
+    when the controller's answer to their AlterPartition comes back, as Kafka's Partition
+    counts them (a change the metadata overtook meanwhile counts as neither)."""
+
+    shrinks: int = 0
+    expands: int = 0
+    failed: int = 0
+
+
 class Transition(enum.Enum):
     """What a metadata change did to this broker's replica of a partition."""
 
@@ -448,6 +460,7 @@ class ReplicaManager:
         self.leader_quota: ReplicationQuota | None = None
         self.replica_selector: ReplicaSelector | None = None  # replica.selector.class
         self.topic_stats = BrokerTopicStats()  # BrokerTopicMetrics (server.metrics)
+        self.isr_stats = IsrChangeStats()
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -736,6 +749,20 @@ class ReplicaManager:
         partition = change.partition
         if self.partitions.get(partition.key) is not partition:
             return
+        if partition.pending_isr == change.new_isr and \
+                partition.leader_epoch == change.leader_epoch:
+            # Kafka's handleAlterPartitionUpdate/-Error: an error, or an answer of another
+            # leader epoch, is a failed update; an answer of an older partition epoch is
+            # ignored; else the proposed shrink or expansion took effect (an equal epoch: the
+            # ISR was already so).
+            stats = self.isr_stats
+            if error != ErrorCode.NONE or leader_epoch != partition.leader_epoch:
+                stats.failed += 1
+            elif partition_epoch >= partition.partition_epoch:
+                if len(change.new_isr) > len(partition.isr):
+                    stats.expands += 1
+                else:
+                    stats.shrinks += 1
         if partition.on_isr_change_answer(change, error, isr, leader_epoch, partition_epoch,
                                           self.clock.time_ms()):
             self.fetch_purgatory.notify(partition.key)
