@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from broker_process import BrokerProcess, free_port, wait_until
+from broker_process import broker_with_metrics, wait_until
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
@@ -89,24 +89,8 @@ def by_label(samples, name: str, label: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    port = free_port()
-    broker = BrokerProcess(tmp_path_factory.mktemp("metrics"),
-                           {"metrics.prometheus.listener": f"http://127.0.0.1:{port}"})
-    broker.start()
-    broker.metrics_url = f"http://127.0.0.1:{port}/metrics"
-
-    def up() -> bool:
-        try:
-            scrape(broker.metrics_url)
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, 30, message="the metrics endpoint")
+    with broker_with_metrics(tmp_path_factory.mktemp("metrics")) as broker:
         yield broker
-    finally:
-        assert broker.stop() == 0  # the metrics server's thread does not hold the exit
 
 
 def test_counters_follow_a_produce_and_consume_load(broker):
