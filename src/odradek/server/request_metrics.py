@@ -121,11 +121,18 @@ def _count_errors(struct: Any, plan: ErrorPlan, counts: dict[int, int]) -> None:
         counts[code] = counts.get(code, 0) + 1
     for name, is_list, child in plan[1]:
         value = getattr(struct, name)
-        if is_list:
+        if not is_list:
+            if value is not None:
+                _count_errors(value, child, counts)
+        elif child[0] and not child[1]:
+            # The common leaf (a Produce's or Fetch's partitions): no call per item.
+            get = counts.get
+            for item in value:
+                code = item.error_code
+                counts[code] = get(code, 0) + 1
+        else:
             for item in value:
                 _count_errors(item, child, counts)
-        elif value is not None:
-            _count_errors(value, child, counts)
 
 
 _FIRST_BOUND_NS = 10_000
