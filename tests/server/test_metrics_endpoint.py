@@ -298,3 +298,45 @@ def test_errors_in_responses_are_counted_per_api_and_error(broker):
     # The topic's creation was answered before: counted in the earlier scrape.
     assert value(before, errors, request="CreateTopics", error="NONE") >= 1
     assert not any(math.isnan(v) for (name, _l), v in after.items() if name == errors)
+
+
+def test_error_counts_are_kafkas_error_counts():
+    """What each response counts, without a broker: the codes present at the response's
+    version, a Metadata response's topics and partitions but not its top-level code, and no
+    other `..._error_code` field (CreateTopics' topic_config_error_code)."""
+    from odradek.protocol.messages.generated import (
+        create_topics_response as ct,
+    )
+    from odradek.protocol.messages.generated import (
+        metadata_response as md,
+    )
+    from odradek.protocol.messages.generated import (
+        offset_fetch_response as of,
+    )
+    from odradek.server.request_metrics import RequestMetrics
+
+    def counted(response, version: int) -> dict[int, int]:
+        metrics = RequestMetrics()
+        metrics.count_errors(response.API_KEY, version, response)
+        return metrics.errors[response.API_KEY]
+
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    metadata = m.MetadataResponse(error_code=ErrorCode.NONE, topics=[
+        md.MetadataResponseTopic(name="a", error_code=unknown),
+        md.MetadataResponseTopic(name="b", partitions=[
+            md.MetadataResponsePartition(partition_index=i) for i in range(3)])])
+    assert counted(metadata, 13) == {unknown: 1, ErrorCode.NONE: 4}
+    create = m.CreateTopicsResponse(topics=[ct.CreatableTopicResult(
+        name="a", error_code=ErrorCode.TOPIC_ALREADY_EXISTS,
+        topic_config_error_code=ErrorCode.INVALID_REQUEST)])
+    assert counted(create, 7) == {ErrorCode.TOPIC_ALREADY_EXISTS: 1}
+    # OffsetFetch: the top-level code and topics up to v7, the groups' from v8.
+    partitions = [of.OffsetFetchResponsePartitions(partition_index=0, error_code=unknown)]
+    offsets = m.OffsetFetchResponse(
+        error_code=ErrorCode.NOT_COORDINATOR,
+        topics=[of.OffsetFetchResponseTopic(name="t", partitions=[
+            of.OffsetFetchResponsePartition(partition_index=0)])],
+        groups=[of.OffsetFetchResponseGroup(group_id="g", topics=[
+            of.OffsetFetchResponseTopics(name="t", partitions=partitions)])])
+    assert counted(offsets, 7) == {ErrorCode.NOT_COORDINATOR: 1, ErrorCode.NONE: 1}
+    assert counted(offsets, 8) == {ErrorCode.NONE: 1, unknown: 1}
