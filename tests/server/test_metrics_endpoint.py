@@ -21,7 +21,11 @@ from odradek.config.broker import metrics_listener
 from odradek.config.types import ConfigError
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages.generated import create_topics_response as ct
+from odradek.protocol.messages.generated import metadata_response as md
+from odradek.protocol.messages.generated import offset_fetch_response as of
 from odradek.protocol.records import build_batch
+from odradek.server.request_metrics import RequestMetrics
 
 TOPICS = {"metrics-a": 2, "metrics-b": 1}
 MESSAGES = {"metrics-a": 3000, "metrics-b": 1000}
@@ -304,17 +308,6 @@ def test_error_counts_are_kafkas_error_counts():
     """What each response counts, without a broker: the codes present at the response's
     version, a Metadata response's topics and partitions but not its top-level code, and no
     other `..._error_code` field (CreateTopics' topic_config_error_code)."""
-    from odradek.protocol.messages.generated import (
-        create_topics_response as ct,
-    )
-    from odradek.protocol.messages.generated import (
-        metadata_response as md,
-    )
-    from odradek.protocol.messages.generated import (
-        offset_fetch_response as of,
-    )
-    from odradek.server.request_metrics import RequestMetrics
-
     def counted(response, version: int) -> dict[int, int]:
         metrics = RequestMetrics()
         metrics.count_errors(response.API_KEY, version, response)
