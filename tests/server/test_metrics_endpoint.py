@@ -275,7 +275,8 @@ def test_odradek_clients_report_kafka_client_metrics(broker):
 
 def test_errors_in_responses_are_counted_per_api_and_error(broker):
     """Kafka's ErrorsPerSec: every error code in a response counted, NONE included -- one per
-    partition of a Produce -- and a Metadata response's partitions and topics only."""
+    partition of a Produce, answered or (acks=0) closing the connection -- and a Metadata
+    response's partitions and topics only."""
     topic, errors = "metrics-errors", "kafka_network_requestmetrics_errors_total"
     batch = build_batch([(int(time.time() * 1000), None, b"v")])
     with RawClient(broker.host, broker.port) as client:
@@ -289,6 +290,12 @@ def test_errors_in_responses_are_counted_per_api_and_error(broker):
             ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         metadata = client.metadata(["metrics-absent"], allow_auto_topic_creation=False)
         assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # acks=0: no answer, the connection is closed -- and its errors count all the same.
+    with RawClient(broker.host, broker.port) as client:
+        client.send(0, 9, m.ProduceRequest(acks=0, timeout_ms=10_000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=9, records=batch)])]))
+        assert client.closed_by_peer()
     after = scrape(broker.metrics_url)
 
     def moved(request: str, error: str) -> float:
@@ -296,7 +303,7 @@ def test_errors_in_responses_are_counted_per_api_and_error(broker):
             before.get((errors, frozenset({("request", request), ("error", error)})), 0)
 
     assert moved("Produce", "NONE") == 1
-    assert moved("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert moved("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 2
     assert moved("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
     assert moved("Metadata", "NONE") == 0  # the top-level error code is not counted (Kafka)
     # The topic's creation was answered before: counted in the earlier scrape.

@@ -142,7 +142,12 @@ UnsupportedVersionResponder = Callable[[Any], Any]
 
 class ConnectionCloseRequest(Exception):
     """A handler's way to say: close this connection without answering (Kafka's behaviour for
-    requests it cannot make sense of)."""
+    requests it cannot make sense of). `response`: the answer it would have sent, whose error
+    codes still count (Kafka's closeConnection with the errors of a failed acks=0 produce)."""
+
+    def __init__(self, message: str, response: Any = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class Connection(asyncio.BaseProtocol):
@@ -370,6 +375,9 @@ class Connection(asyncio.BaseProtocol):
                 if isinstance(response, Awaitable):
                     response = await response
         except ConnectionCloseRequest as exc:
+            if exc.response is not None:
+                self.server.request_metrics.count_errors(
+                    header.request_api_key, header.request_api_version, exc.response)
             log.info("closing %s: %s", self.id, exc)
             request_log.closed(self.id, self.principal, str(exc), header)
             self.close()
