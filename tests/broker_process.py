@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,8 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from odradek.protocol import framing
@@ -215,3 +218,45 @@ def commit_repeatedly(broker: BrokerProcess, commits: int, segment_bytes: int
     return {"commits": commits, "records": records,
             "written_bytes": int(records * per_record),
             "largest_bytes": max(largest, before), "final_bytes": log_bytes(directory)}
+
+
+def scrape_metrics(url: str) -> dict[tuple[str, frozenset], float]:
+    """{(sample name, labels as a frozenset of pairs): value} of one scrape of a broker's
+    metrics endpoint (`metrics.prometheus.listener`)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def metrics_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def wait_for_metrics(url: str, timeout: float = 30) -> None:
+    def up() -> bool:
+        try:
+            return bool(scrape_metrics(url))
+        except OSError:
+            return False
+
+    wait_until(up, timeout, message=f"the metrics endpoint {url}")
+
+
+@contextlib.contextmanager
+def broker_with_metrics(workdir: Path, overrides: dict[str, str] | None = None
+                        ) -> Iterator[BrokerProcess]:
+    """A started broker serving its metrics on a free port, at `broker.metrics_url`; stopped
+    after, and its exit checked (the metrics server's thread must not hold it up)."""
+    port = free_port()
+    broker = BrokerProcess(workdir, {"metrics.prometheus.listener": f"http://127.0.0.1:{port}",
+                                     **(overrides or {})})
+    broker.start()
+    broker.metrics_url = metrics_url(port)  # type: ignore[attr-defined]
+    try:
+        wait_for_metrics(broker.metrics_url)  # type: ignore[attr-defined]
+        yield broker
+    finally:
+        assert broker.stop() == 0

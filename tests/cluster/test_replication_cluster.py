@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from broker_process import wait_until
+from broker_process import free_port, metrics_url, scrape_metrics, wait_for_metrics, wait_until
 from quorum_cluster import HOST, QuorumCluster, send_request
 from server.raw_client import RawClient, produce_request
 
@@ -33,6 +33,7 @@ FETCH_VERSION = 17
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CONFIGS = 32
 ALTER_PARTITION_VERSION = 3
+METRICS_PORT = free_port()  # broker 4's metrics endpoint (its ISR change counters)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +48,13 @@ def cluster(tmp_path_factory):
                    # Throttles are measured over 2 one-second windows, and fetches of 256 KB
                    # let a throttle act with that granularity (test_replication_throttle).
                    "replication.quota.window.num": "2",
-                   "replica.fetch.max.bytes": str(256 * 1024)})
+                   "replica.fetch.max.bytes": str(256 * 1024)},
+        node_overrides={4: {"metrics.prometheus.listener": f"http://{HOST}:{METRICS_PORT}"}})
     cluster.format()
     cluster.start()
     try:
         cluster.wait_for_leader(START_TIMEOUT_S)
+        wait_for_metrics(metrics_url(METRICS_PORT), START_TIMEOUT_S)
         wait_until(lambda: live_brokers(cluster) == set(BROKERS), START_TIMEOUT_S,
                    interval=0.2, message="three unfenced brokers")
         yield cluster
@@ -106,6 +109,22 @@ def produce(cluster: QuorumCluster, broker: int, topic: str, values: list[bytes]
     return answer.error_code, answer.base_offset
 
 
+def partitions_led_by_4_with_6(cluster: QuorumCluster, in_isr: bool) -> int:
+    """Partitions broker 4 leads that have 6 as a replica, in their ISR or out of it (as
+    broker 4's metadata says)."""
+    response = cluster.nodes[4].metadata()
+    return sum(1 for topic in response.topics for p in topic.partitions
+               if p.leader_id == 4 and 6 in p.replica_nodes and (6 in p.isr_nodes) == in_isr)
+
+
+def isr_changes(broker: int) -> tuple[float, ...]:
+    """(shrinks, expands, failed updates) counted by a broker's ReplicaManager meters."""
+    assert broker == 4  # the one with a metrics endpoint
+    samples = scrape_metrics(metrics_url(METRICS_PORT))
+    return tuple(samples[(f"kafka_server_replicamanager_{name}_total", frozenset())]
+                 for name in ("isrshrinks", "isrexpands", "failedisrupdates"))
+
+
 def replica_records(cluster: QuorumCluster, broker: int, topic: str) -> list[tuple[int, bytes]]:
     """(offset, value) of every record in a replica's segment files, in offset order."""
     directory = Path(cluster.nodes[broker].workdir) / "data" / f"{topic}-0"
@@ -141,6 +160,8 @@ def test_acks_all_writes_reach_every_replica_with_the_leaders_offsets(cluster):
 def test_min_insync_replicas_and_a_paused_follower_catching_up(cluster):
     create(cluster, "min-isr", [4, 5, 6], min_insync_replicas="3")
     assert produce(cluster, 4, "min-isr", [b"before"], acks=-1) == (ErrorCode.NONE, 0)
+    before = isr_changes(4)
+    in_sync_before = partitions_led_by_4_with_6(cluster, in_isr=True)
     follower = cluster.nodes[6]
     follower.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
@@ -152,11 +173,26 @@ def test_min_insync_replicas_and_a_paused_follower_catching_up(cluster):
         big = b"x" * 10_000
         for batch in range(100):  # 1 MB the follower misses
             assert produce(cluster, 4, "min-isr", [big] * 10, acks=1)[0] == ErrorCode.NONE
+        # Fenced for its missed heartbeats, 6 leaves every ISR: each of 4's partitions with 6
+        # then expands once when it is back.
+        wait_until(lambda: partitions_led_by_4_with_6(cluster, in_isr=True) == 0, SETTLE_S,
+                   interval=0.1, message="6 fenced out of every ISR")
+        out_of_sync = partitions_led_by_4_with_6(cluster, in_isr=False)
     finally:
         follower.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
     # It catches up and joins the ISR again; acks=all works again.
     wait_until(lambda: state(cluster, "min-isr", 4)[2] == [4, 5, 6], SETTLE_S, interval=0.1,
                message="the follower back in the ISR")
+    # Broker 4's IsrExpandsPerSec: one expansion of each partition it leads with 6.
+    # IsrShrinksPerSec counts the leader's own shrinks only -- whether 4's or the
+    # controller's fencing comes first is a race here; tests/server/test_replica_manager.py
+    # counts them exactly.
+    assert out_of_sync >= 1
+    wait_until(lambda: isr_changes(4)[1] - before[1] >= out_of_sync, SETTLE_S, interval=0.1,
+               message="every expansion counted")
+    shrinks, expands, _failed = (now - then for now, then in zip(isr_changes(4), before,
+                                                                  strict=True))
+    assert expands == out_of_sync and 0 <= shrinks <= in_sync_before
     assert produce(cluster, 4, "min-isr", [b"after"], acks=-1) == (ErrorCode.NONE, 1001)
     wait_until(lambda: replicas_agree(cluster, BROKERS, "min-isr", 1002), SETTLE_S,
                interval=0.2, message="three identical replicas")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kafka40_config_lists import MINIMAL_BROKER_PROPS
+
 from odradek.config.describe import (
     ConfigEntry,
     ConfigSource,
@@ -14,18 +16,9 @@ from odradek.config.types import ConfigType
 from odradek.server.config import KafkaConfig
 from odradek.storage.config import LogConfig
 
-BASE = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "controller.quorum.voters": "1@localhost:9093",
-    "listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
-    "controller.listener.names": "CONTROLLER",
-    "log.dirs": "/data",
-}
-
 
 def broker(**props: str) -> KafkaConfig:
-    return KafkaConfig({**BASE, **props})
+    return KafkaConfig({**MINIMAL_BROKER_PROPS, **props})
 
 
 def by_name(entries: list[ConfigEntry]) -> dict[str, ConfigEntry]:

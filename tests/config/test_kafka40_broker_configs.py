@@ -4,13 +4,11 @@ keys Odradek has beyond them are named here with the reason they stay."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from kafka40_config_lists import MINIMAL_BROKER_PROPS, kafka40_update_modes
 
 from odradek.config.broker import BROKER_CONFIGS
 from odradek.config.describe import broker_config_entries
 from odradek.server.config import KafkaConfig
-
-KAFKA40_LIST = Path(__file__).with_name("kafka40_broker_configs.txt")
 
 # Broker keys Odradek defines that Kafka 4.0's list does not show, and why they stay.
 ODRADEK_BEYOND_KAFKA40 = {
@@ -26,23 +24,6 @@ ODRADEK_BEYOND_KAFKA40 = {
     "log.initial.task.delay.ms", "producer.id.expiration.check.interval.ms",
 }
 
-BASE = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "controller.quorum.voters": "1@localhost:9093",
-    "listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
-    "controller.listener.names": "CONTROLLER",
-    "log.dirs": "/data",
-}
-
-
-def kafka40_update_modes() -> dict[str, str]:
-    modes = {}
-    for line in KAFKA40_LIST.read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, mode = line.split("\t")
-            modes[name] = mode
-    return modes
 
 
 def test_the_list_is_kafka_4_0s():
@@ -68,7 +49,7 @@ def test_update_modes_are_kafka40s():
 
 def test_every_key_describes_with_kafkas_read_only_flag_and_a_doc():
     entries = {entry.name: entry
-               for entry in broker_config_entries(KafkaConfig(BASE), {}, {})}
+               for entry in broker_config_entries(KafkaConfig(MINIMAL_BROKER_PROPS), {}, {})}
     modes = kafka40_update_modes()
     assert set(modes) <= set(entries)
     flags = {name: entries[name].is_read_only for name in modes}
@@ -77,7 +58,7 @@ def test_every_key_describes_with_kafkas_read_only_flag_and_a_doc():
 
 
 def test_no_effect_keys_parse_validate_and_keep_kafkas_defaults():
-    config = KafkaConfig({**BASE, "group.share.max.groups": "20",
+    config = KafkaConfig({**MINIMAL_BROKER_PROPS, "group.share.max.groups": "20",
                           "remote.log.storage.system.enable": "true",
                           "compression.zstd.level": "-5"})
     values = config.values()
@@ -88,7 +69,7 @@ def test_no_effect_keys_parse_validate_and_keep_kafkas_defaults():
     for bad in ({"group.share.max.groups": "101"}, {"compression.gzip.level": "0"},
                 {"remote.log.storage.manager.impl.prefix": ""}):
         try:
-            KafkaConfig({**BASE, **bad})
+            KafkaConfig({**MINIMAL_BROKER_PROPS, **bad})
         except ValueError as error:
             assert next(iter(bad)) in str(error)
         else:

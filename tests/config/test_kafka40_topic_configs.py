@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafka40_config_lists import MINIMAL_BROKER_PROPS, kafka40_topic_configs
 
 from odradek.config.topic import TOPIC_CONFIGS, validate_topic_props
 from odradek.config.types import ConfigError, ConfigType, format_value
@@ -33,27 +33,8 @@ from odradek.protocol.records import (
 from odradek.server.config import KafkaConfig
 from odradek.storage.config import LogConfig
 
-KAFKA40_LIST = Path(__file__).with_name("kafka40_topic_configs.txt")
-BASE = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "controller.quorum.voters": "1@localhost:9093",
-    "listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
-    "controller.listener.names": "CONTROLLER",
-    "log.dirs": "/data",
-}
 REMOVED_IN_KAFKA40 = ("message.downconversion.enable", "message.timestamp.difference.max.ms",
                       "message.format.version")
-
-
-def kafka40_topic_configs() -> dict[str, dict[str, str]]:
-    rows = {}
-    for line in KAFKA40_LIST.read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, ctype, default, valid, server_default = line.split("\t")
-            rows[name] = {"type": ctype, "default": "" if default == '""' else default,
-                          "valid": valid, "server_default": server_default}
-    return rows
 
 
 def accepts(name: str, value: Any) -> bool:
@@ -130,10 +111,10 @@ def test_error_texts_are_kafkas():
 def test_broker_log_segment_bytes_is_at_least_one_mebibyte():
     """Kafka 4.0 narrowed the broker key (KIP-1030), not the topic config."""
     with pytest.raises(ValueError) as raised:
-        KafkaConfig({**BASE, "log.segment.bytes": "1048575"})
+        KafkaConfig({**MINIMAL_BROKER_PROPS, "log.segment.bytes": "1048575"})
     assert str(raised.value) == ("Invalid value 1048575 for configuration log.segment.bytes: "
                                  "Value must be at least 1048576")
-    assert KafkaConfig({**BASE, "log.segment.bytes": "1048576"}).get("log.segment.bytes") \
+    assert KafkaConfig({**MINIMAL_BROKER_PROPS, "log.segment.bytes": "1048576"}).get("log.segment.bytes") \
         == 1048576
     assert LogConfig.from_props({"segment.bytes": "14"}).segment_bytes == 14
 
@@ -150,7 +131,7 @@ def test_removed_configs_are_refused_and_ignored_when_stored():
 
 
 def test_kafka40_defaults_are_the_broker_defaults():
-    config = KafkaConfig(BASE)
+    config = KafkaConfig(MINIMAL_BROKER_PROPS)
     assert config.get("log.message.timestamp.after.max.ms") == 3600000
     assert config.get("compression.zstd.level") == 3
     defaults = config.log_config()

@@ -9,6 +9,7 @@ log), so the first append's records come after it."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -359,6 +360,31 @@ def test_a_voter_that_is_not_the_leader_refuses_appends(tmp_path):
         with pytest.raises(KafkaError) as refused:
             quorum.append(topic_records("t"))
         assert refused.value.code == ErrorCode.NOT_CONTROLLER
+        await quorum.close()
+
+    run(scenario)
+
+
+def test_commit_latency_and_poll_idle_ratio_are_kafkas_raft_metrics(tmp_path):
+    """raft-metrics commit-latency-avg/-max: from the append to its commit, on the injected
+    clock; poll-idle-ratio-avg: a share, recorded per driver cycle."""
+    async def scenario() -> None:
+        log = open_log(tmp_path)
+        flush = HeldFlush(log)
+        clock = ManualClock()
+        quorum = MetadataQuorum(log, node_id=1, flush=flush, clock=clock)
+        quorum.load()
+        now = clock.time_ms()
+        assert math.isnan(quorum.commit_latency.max(now))  # nothing committed yet
+
+        committed = quorum.append(topic_records("orders"))
+        await asyncio.wait_for(flush.started.wait(), WAIT_S)
+        clock.advance(25)
+        flush.release()
+        await asyncio.wait_for(committed, WAIT_S)
+        now = clock.time_ms()
+        assert quorum.commit_latency.avg(now) == quorum.commit_latency.max(now) == 25
+        assert 0 <= quorum.poll_idle_ratio.avg(now) <= 1
         await quorum.close()
 
     run(scenario)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess, free_port, wait_until
+from broker_process import broker_with_metrics, wait_until
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
@@ -328,23 +328,8 @@ def scrape(url: str):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    port = free_port()
-    broker = BrokerProcess(tmp_path_factory.mktemp("grafana"),
-                           {"metrics.prometheus.listener": f"http://127.0.0.1:{port}"})
-    broker.start()
-    broker.metrics_url = f"http://127.0.0.1:{port}/metrics"
-
-    def up() -> bool:
-        try:
-            return bool(scrape(broker.metrics_url))
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, 30, message="the metrics endpoint")
+    with broker_with_metrics(tmp_path_factory.mktemp("grafana")) as broker:
         yield broker
-    finally:
-        assert broker.stop() == 0
 
 
 def produce_and_consume(bootstrap: str) -> None:

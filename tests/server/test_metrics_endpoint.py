@@ -5,17 +5,27 @@ exporter names them) present."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import urllib.request
 
 import pytest
-from broker_process import BrokerProcess, free_port, wait_until
+from broker_process import broker_with_metrics, wait_until
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from raw_client import RawClient
 
 from odradek.config.broker import metrics_listener
 from odradek.config.types import ConfigError
+from odradek.protocol import messages as m
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages.generated import create_topics_response as ct
+from odradek.protocol.messages.generated import metadata_response as md
+from odradek.protocol.messages.generated import offset_fetch_response as of
+from odradek.protocol.records import build_batch
+from odradek.server.request_metrics import RequestMetrics
 
 TOPICS = {"metrics-a": 2, "metrics-b": 1}
 MESSAGES = {"metrics-a": 3000, "metrics-b": 1000}
@@ -47,6 +57,15 @@ EXPECTED_NAMES = [
     "kafka_server_raftmetrics_current_epoch",
     "kafka_server_raftmetrics_high_watermark",
     "kafka_server_raftmetrics_current_state",
+    "kafka_server_raftmetrics_current_vote",
+    "kafka_server_raftmetrics_log_end_offset",
+    "kafka_server_raftmetrics_commit_latency_avg",
+    "kafka_server_raftmetrics_commit_latency_max",
+    "kafka_server_raftmetrics_poll_idle_ratio_avg",
+    "kafka_network_requestmetrics_errors_total",
+    "kafka_server_replicamanager_isrshrinks_total",
+    "kafka_server_replicamanager_isrexpands_total",
+    "kafka_server_replicamanager_failedisrupdates_total",
     "kafka_server_socket_server_metrics_connection_count",
     "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
     "kafka_network_socketserver_networkprocessoravgidle_percent",
@@ -74,24 +93,8 @@ def by_label(samples, name: str, label: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    port = free_port()
-    broker = BrokerProcess(tmp_path_factory.mktemp("metrics"),
-                           {"metrics.prometheus.listener": f"http://127.0.0.1:{port}"})
-    broker.start()
-    broker.metrics_url = f"http://127.0.0.1:{port}/metrics"
-
-    def up() -> bool:
-        try:
-            scrape(broker.metrics_url)
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, 30, message="the metrics endpoint")
+    with broker_with_metrics(tmp_path_factory.mktemp("metrics")) as broker:
         yield broker
-    finally:
-        assert broker.stop() == 0  # the metrics server's thread does not hold the exit
 
 
 def test_counters_follow_a_produce_and_consume_load(broker):
@@ -199,6 +202,15 @@ def test_gauges_describe_the_broker(broker):
     assert value(samples, "kafka_controller_kafkacontroller_activebrokercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_fencedbrokercount") == 0
     assert value(samples, "kafka_server_raftmetrics_current_leader") == 1
+    assert value(samples, "kafka_server_raftmetrics_current_vote") == 1  # the leader: itself
+    # The metadata records committed since the start (topics created) were timed; the driver
+    # mostly waits.
+    commit_avg = value(samples, "kafka_server_raftmetrics_commit_latency_avg")
+    assert 0 <= commit_avg <= value(samples, "kafka_server_raftmetrics_commit_latency_max")
+    assert 0 <= value(samples, "kafka_server_raftmetrics_poll_idle_ratio_avg") <= 1
+    # One broker: no ISR ever changes.
+    for name in ("isrshrinks", "isrexpands", "failedisrupdates"):
+        assert value(samples, f"kafka_server_replicamanager_{name}_total") == 0
     assert value(samples, "kafka_server_raftmetrics_current_state",
                  current_state="leader") == 1
     assert by_label(samples, "kafka_server_delayedoperationpurgatory_purgatorysize",
@@ -259,3 +271,72 @@ def test_odradek_clients_report_kafka_client_metrics(broker):
         samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
     assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total",
                  topic=topic) == count
+
+
+def test_errors_in_responses_are_counted_per_api_and_error(broker):
+    """Kafka's ErrorsPerSec: every error code in a response counted, NONE included -- one per
+    partition of a Produce, answered or (acks=0) closing the connection -- and a Metadata
+    response's partitions and topics only."""
+    topic, errors = "metrics-errors", "kafka_network_requestmetrics_errors_total"
+    batch = build_batch([(int(time.time() * 1000), None, b"v")])
+    with RawClient(broker.host, broker.port) as client:
+        client.create_topic(topic, 1)
+        before = scrape(broker.metrics_url)
+        produce = client.call(0, 9, m.ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=index, records=batch)
+                for index in (0, 7)])]))
+        assert [p.error_code for p in produce.responses[0].partition_responses] == [
+            ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        metadata = client.metadata(["metrics-absent"], allow_auto_topic_creation=False)
+        assert metadata.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # acks=0: no answer, the connection is closed -- and its errors count all the same.
+    with RawClient(broker.host, broker.port) as client:
+        client.send(0, 9, m.ProduceRequest(acks=0, timeout_ms=10_000, topic_data=[
+            m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                m.ProduceRequest.PartitionProduceData(index=9, records=batch)])]))
+        assert client.closed_by_peer()
+    after = scrape(broker.metrics_url)
+
+    def moved(request: str, error: str) -> float:
+        return after.get((errors, frozenset({("request", request), ("error", error)})), 0) - \
+            before.get((errors, frozenset({("request", request), ("error", error)})), 0)
+
+    assert moved("Produce", "NONE") == 1
+    assert moved("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 2
+    assert moved("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert moved("Metadata", "NONE") == 0  # the top-level error code is not counted (Kafka)
+    # The topic's creation was answered before: counted in the earlier scrape.
+    assert value(before, errors, request="CreateTopics", error="NONE") >= 1
+    assert not any(math.isnan(v) for (name, _l), v in after.items() if name == errors)
+
+
+def test_error_counts_are_kafkas_error_counts():
+    """What each response counts, without a broker: the codes present at the response's
+    version, a Metadata response's topics and partitions but not its top-level code, and no
+    other `..._error_code` field (CreateTopics' topic_config_error_code)."""
+    def counted(response, version: int) -> dict[int, int]:
+        metrics = RequestMetrics()
+        metrics.count_errors(response.API_KEY, version, response)
+        return metrics.errors[response.API_KEY]
+
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    metadata = m.MetadataResponse(error_code=ErrorCode.NONE, topics=[
+        md.MetadataResponseTopic(name="a", error_code=unknown),
+        md.MetadataResponseTopic(name="b", partitions=[
+            md.MetadataResponsePartition(partition_index=i) for i in range(3)])])
+    assert counted(metadata, 13) == {unknown: 1, ErrorCode.NONE: 4}
+    create = m.CreateTopicsResponse(topics=[ct.CreatableTopicResult(
+        name="a", error_code=ErrorCode.TOPIC_ALREADY_EXISTS,
+        topic_config_error_code=ErrorCode.INVALID_REQUEST)])
+    assert counted(create, 7) == {ErrorCode.TOPIC_ALREADY_EXISTS: 1}
+    # OffsetFetch: the top-level code and topics up to v7, the groups' from v8.
+    partitions = [of.OffsetFetchResponsePartitions(partition_index=0, error_code=unknown)]
+    offsets = m.OffsetFetchResponse(
+        error_code=ErrorCode.NOT_COORDINATOR,
+        topics=[of.OffsetFetchResponseTopic(name="t", partitions=[
+            of.OffsetFetchResponsePartition(partition_index=0)])],
+        groups=[of.OffsetFetchResponseGroup(group_id="g", topics=[
+            of.OffsetFetchResponseTopics(name="t", partitions=partitions)])])
+    assert counted(offsets, 7) == {ErrorCode.NOT_COORDINATOR: 1, ErrorCode.NONE: 1}
+    assert counted(offsets, 8) == {ErrorCode.NONE: 1, unknown: 1}

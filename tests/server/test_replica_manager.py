@@ -31,6 +31,7 @@ from odradek.server.replica_manager import (
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     ClientMetadata,
+    IsrChangeStats,
     Partition,
     PendingAppend,
     ReplicaManager,
@@ -669,6 +670,23 @@ def test_a_follower_that_reaches_the_high_watermark_is_proposed_for_the_isr(clus
                                                  1)
     assert (partition.isr, partition.partition_epoch, partition.pending_isr) == \
         ((LEADER, FOLLOWER), 1, None)
+    assert cluster.replica_manager.isr_stats == IsrChangeStats(expands=1)  # IsrExpandsPerSec
+
+
+@in_event_loop
+def test_an_isr_change_is_counted_once_whether_metadata_or_answer_comes_first(cluster) -> None:
+    cluster.create_topic(replicas=[LEADER, FOLLOWER], isr=[LEADER])
+    changes = IsrChanges(cluster)
+    cluster.append(2, acks=1)
+    fetch_as(cluster, FOLLOWER, 2, broker_epoch=FOLLOWER)
+    [change] = changes.proposed
+    # The metadata log brings the controller's decision before the AlterPartition answer.
+    cluster.change_partition(isr=[LEADER, FOLLOWER])
+    stats = cluster.replica_manager.isr_stats
+    assert stats == IsrChangeStats(expands=1)
+    cluster.replica_manager.on_isr_change_answer(change, ErrorCode.NONE, (LEADER, FOLLOWER), 0,
+                                                 1)
+    assert stats == IsrChangeStats(expands=1)
 
 
 @in_event_loop
@@ -724,6 +742,7 @@ def test_a_follower_that_falls_behind_for_the_lag_time_leaves_the_isr(cluster) -
     cluster.replica_manager.on_isr_change_answer(changes.proposed[0],
                                                  ErrorCode.INVALID_UPDATE_VERSION)
     assert partition.pending_isr is None
+    assert cluster.replica_manager.isr_stats == IsrChangeStats(failed=1)
     assert cluster.replica_manager.maybe_shrink_isrs() == 1
 
 

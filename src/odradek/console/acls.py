@@ -18,6 +18,8 @@ from odradek.console.app import (
     error_page,
     prepares_write,
     render,
+    require_confirmed,
+    review_unless_confirmed,
     str_param,
 )
 from odradek.console.service import PAGE_TIMEOUT_MS
@@ -126,8 +128,10 @@ async def new_acl_form(request: web.Request) -> web.Response:
 async def new_acl_submit(request: web.Request) -> web.Response:
     form = await request.post()
     acl = parse_binding(form)
-    if form.get("confirmed") != "yes":
-        return render(request, "acl_confirm.html", acl=acl, action="create")
+    review = review_unless_confirmed(request, form, "acl_confirm.html", acl=acl,
+                                     action="create")
+    if review is not None:
+        return review
     await request.app[SERVICE].admin.create_acls([acl], timeout_ms=PAGE_TIMEOUT_MS)
     raise web.HTTPSeeOther("/acls?" + urlencode({"principal": acl.principal, "created": "1"}))
 
@@ -142,8 +146,7 @@ async def delete_acl_form(request: web.Request) -> web.Response:
 async def delete_acl_submit(request: web.Request) -> web.Response:
     form = await request.post()
     acl = parse_binding(form)
-    if form.get("confirmed") != "yes":
-        raise BadParameter("confirm the deletion")
+    require_confirmed(form, "confirm the deletion")
     [(_filter, deleted)] = await request.app[SERVICE].admin.delete_acls(
         [_exact_filter(acl)], timeout_ms=PAGE_TIMEOUT_MS)
     assert not isinstance(deleted, KafkaError)  # raised above

@@ -139,6 +139,26 @@ async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         return error_page(request, 500, "Internal error; see the console's log.")
 
 
+# A write is reviewed before it is made: the review page (topic_new_confirm.html,
+# acl_confirm.html, quota_confirm.html; or the GET page of a deletion) posts the same form
+# again with this field, which the write's POST handler requires.
+CONFIRMED_FIELD = "confirmed"
+
+
+def review_unless_confirmed(request: web.Request, form: Any, template: str,
+                            **context: Any) -> web.Response | None:
+    """The review page of a write not yet confirmed; None once the form is confirmed."""
+    if form.get(CONFIRMED_FIELD) == "yes":
+        return None
+    return render(request, template, **context)
+
+
+def require_confirmed(form: Any, refusal: str) -> None:
+    """For writes confirmed on their own GET page (deletions): refuse an unconfirmed POST."""
+    if form.get(CONFIRMED_FIELD) != "yes":
+        raise BadParameter(refusal)
+
+
 def prepares_write(handler: Any) -> Any:
     """Marks a GET page that exists only to prepare a write (refused in read-only mode)."""
     handler.prepares_write = True
@@ -187,9 +207,10 @@ async def new_topic_submit(request: web.Request) -> web.Response:
     name = str_param(form, "name")
     partitions = int_param(form, "partitions", 1, minimum=1, maximum=100_000)
     replication = int_param(form, "replication_factor", 1, minimum=1, maximum=1000)
-    if form.get("confirmed") != "yes":
-        return render(request, "topic_new_confirm.html", name=name, partitions=partitions,
-                      replication_factor=replication)
+    review = review_unless_confirmed(request, form, "topic_new_confirm.html", name=name,
+                                     partitions=partitions, replication_factor=replication)
+    if review is not None:
+        return review
     await request.app[SERVICE].create_topic(name, partitions, replication)
     raise web.HTTPSeeOther(f"/topic?name={quote(name, safe='')}&created=1")
 

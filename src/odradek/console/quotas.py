@@ -22,6 +22,8 @@ from odradek.console.app import (
     choice_param,
     prepares_write,
     render,
+    require_confirmed,
+    review_unless_confirmed,
 )
 from odradek.console.service import PAGE_TIMEOUT_MS
 
@@ -85,9 +87,11 @@ async def set_quota(request: web.Request) -> web.Response:
     entity = parse_entity(form)
     key = choice_param(form, "key", CLIENT_QUOTA_KEYS, "")
     value = parse_value(form)
-    if form.get("confirmed") != "yes":
-        return render(request, "quota_confirm.html", action="set", entity=describe_entity(entity),
-                      params=entity_params(entity), key=key, value=value)
+    review = review_unless_confirmed(request, form, "quota_confirm.html", action="set",
+                                     entity=describe_entity(entity),
+                                     params=entity_params(entity), key=key, value=value)
+    if review is not None:
+        return review
     await request.app[SERVICE].admin.alter_client_quotas(
         [ClientQuotaAlteration(entity, {key: value})], timeout_ms=PAGE_TIMEOUT_MS)
     raise web.HTTPSeeOther("/quotas?changed=1")
@@ -106,8 +110,7 @@ async def remove_quota(request: web.Request) -> web.Response:
     form = await request.post()
     entity = parse_entity(form)
     key = choice_param(form, "key", CLIENT_QUOTA_KEYS, "")
-    if form.get("confirmed") != "yes":
-        raise BadParameter("confirm the removal")
+    require_confirmed(form, "confirm the removal")
     await request.app[SERVICE].admin.alter_client_quotas(
         [ClientQuotaAlteration(entity, {key: None})], timeout_ms=PAGE_TIMEOUT_MS)
     raise web.HTTPSeeOther("/quotas?changed=1")

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -83,6 +84,7 @@ from odradek.raft.snapshot import (
 )
 from odradek.raft.voters import VoterSetHistory
 from odradek.storage.log import Log
+from odradek.windowed_stat import WindowedStat
 
 log = logging.getLogger("odradek.quorum")
 
@@ -166,6 +168,12 @@ class MetadataQuorum:
         self._client: RaftClient | None = None
         self._loaded_epoch = 0  # the last epoch in the log at load, before Raft runs
         self._appended: deque[int] = deque()  # last offsets appended here, not yet committed
+        self._appended_at: deque[int] = deque()  # when each was appended (clock ms)
+        # Kafka's raft-metrics commit-latency-avg/-max (append to commit, on the leader) and
+        # poll-idle-ratio-avg (the driver's share of time waiting for input), read by
+        # server.metrics.
+        self.commit_latency = WindowedStat()
+        self.poll_idle_ratio = WindowedStat()
         self._commits = CommitWaiters()  # the appenders' futures (the one commit mechanism)
         self._parked: dict[int, asyncio.Future[m.Message]] = {}  # long-poll Fetches
         self._next_request_id = 0
@@ -337,7 +345,7 @@ class MetadataQuorum:
         self.start()
         start = self._client.epoch_start_offset  # type: ignore[union-attr]
         assert start is not None
-        self._appended.append(start)
+        self._note_appended(start)
         return self._commits.wait(start)
 
     async def wait_until_caught_up(self) -> None:
@@ -370,10 +378,18 @@ class MetadataQuorum:
             last_offset = client.append(values, self.clock.time_ms())
         except KafkaError as exc:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
-        self._appended.append(last_offset)
+        self._note_appended(last_offset)
         committed = self._commits.wait(last_offset)
         self._wake()
         return committed
+
+    def _note_appended(self, last_offset: int) -> None:
+        self._appended.append(last_offset)
+        self._appended_at.append(self.clock.time_ms())
+
+    def _forget_appended(self) -> None:
+        self._appended.clear()
+        self._appended_at.clear()
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -425,6 +441,7 @@ class MetadataQuorum:
         """Poll after every input and at the client's deadline."""
         client = self._client
         assert client is not None
+        busy_since = time.perf_counter()
         try:
             while True:
                 self._wakeup.clear()
@@ -435,10 +452,18 @@ class MetadataQuorum:
                 now = self.clock.time_ms()
                 delay_s = max(client.next_deadline_ms(now) - now, 0) / 1000
                 timer = self.clock.call_later(delay_s, self._wakeup.set)
+                idle_since = time.perf_counter()
                 try:
                     await self._wakeup.wait()
                 finally:
                     timer.cancel()
+                # Kafka's poll-idle-ratio: per poll cycle, the time waiting over the whole.
+                woken = time.perf_counter()
+                cycle = woken - busy_since
+                if cycle > 0:
+                    self.poll_idle_ratio.record((woken - idle_since) / cycle,
+                                                self.clock.time_ms())
+                busy_since = woken
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug: without the driver, nothing commits any more
@@ -500,7 +525,7 @@ class MetadataQuorum:
             log.info("node %d is no longer the active controller (%r)", self.node_id, client)
             # What we appended may still commit under the next leader (the image shows it
             # then); the appenders learn now that this controller cannot promise it.
-            self._appended.clear()
+            self._forget_appended()
             self._commits.fail_all(KafkaError(ErrorCode.NOT_CONTROLLER,
                                               f"node {self.node_id} lost the leadership"))
         for listener in list(self.activation_listeners):
@@ -557,8 +582,10 @@ class MetadataQuorum:
             if error is not None:
                 failed[batch.last_offset] = error
         committed = self.image.offset + 1
+        now_ms = self.clock.time_ms() if self._appended else 0
         while self._appended and self._appended[0] < committed:
             self._appended.popleft()
+            self.commit_latency.record(now_ms - self._appended_at.popleft(), now_ms)
         self._commits.advance(committed, failed)
 
     def _publish_snapshot(self, snapshot: CommittedSnapshot) -> None:
@@ -701,7 +728,7 @@ class MetadataQuorum:
         """The log can no longer commit: fail what is pending and refuse further appends."""
         if self._failure is None:
             self._failure = exc
-        self._appended.clear()
+        self._forget_appended()
         self._commits.fail_all(exc)
 
     # -- stop

@@ -40,6 +40,7 @@ from prometheus_client.core import (
 from prometheus_client.samples import Sample
 
 from odradek.config.broker import metrics_listener
+from odradek.protocol.errors import ErrorCode
 from odradek.server.request_metrics import PARTS, Histogram, api_name
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class BrokerSnapshot:
     all_topics: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     requests: dict[str, tuple[Histogram, ...]] = field(default_factory=dict)
     requests_by_version: dict[tuple[str, int], int] = field(default_factory=dict)
+    errors: dict[tuple[str, str], int] = field(default_factory=dict)  # (request, error name)
+    isr_changes: tuple[int, int, int] = (0, 0, 0)  # shrinks, expands, failed updates
     partitions: list[PartitionView] = field(default_factory=list)
     fetch_purgatory: int = 0
     connections: dict[str, int] = field(default_factory=dict)
@@ -102,6 +105,8 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
                 len(partition.replicas), partition.min_insync_replicas if leader else 0,
                 partition.log.size_in_bytes, len(partition.commits) if leader else 0))
         snap.fetch_purgatory = replica_manager.fetch_purgatory.watcher_count
+        isr = replica_manager.isr_stats
+        snap.isr_changes = (isr.shrinks, isr.expands, isr.failed)
     network = broker.network
     if network is not None:
         snap.requests = {
@@ -111,6 +116,10 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
         snap.requests_by_version = {
             (api_name(api_key), version): count
             for (api_key, version), count in network.request_metrics.by_version.items()}
+        snap.errors = {
+            (api_name(api_key), error_name(code)): count
+            for api_key, counts in network.request_metrics.errors.items()
+            for code, count in counts.items()}
         for connection in network.connections:
             name = connection.listener.name
             snap.connections[name] = snap.connections.get(name, 0) + 1
@@ -130,14 +139,21 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
                 snap.offline_partitions += sum(1 for p in topic.partitions.values()
                                                if p.leader < 0)
         leader = quorum.leader_id
-        snap.raft = {"current_leader": -1 if leader is None else leader,
-                     "current_epoch": quorum.epoch,
-                     "high_watermark": quorum.high_watermark,
-                     "log_end_offset": quorum.log.log_end_offset}
         raft = quorum.raft
         # A lone voter leads without a Raft client running.
         snap.raft_state = raft.state_name.lower() if raft is not None else (
             "leader" if quorum.is_single_voter else "unattached")
+        now_ms = quorum.clock.time_ms()
+        snap.raft = {"current_leader": -1 if leader is None else leader,
+                     "current_vote": current_vote(quorum.node_id, snap.raft_state,
+                                                  raft.state if raft is not None else None),
+                     "current_epoch": quorum.epoch,
+                     "high_watermark": quorum.high_watermark,
+                     "log_end_offset": quorum.log.log_end_offset,
+                     "log_end_epoch": quorum.raft_log.last_fetched_epoch,
+                     "commit_latency_avg": quorum.commit_latency.avg(now_ms),
+                     "commit_latency_max": quorum.commit_latency.max(now_ms),
+                     "poll_idle_ratio_avg": quorum.poll_idle_ratio.avg(now_ms)}
     coordinator = broker.group_coordinator
     if coordinator is not None:
         for group in coordinator.manager.groups.values():
@@ -152,6 +168,23 @@ def take_snapshot(broker: Broker) -> BrokerSnapshot:
         stats = monitor.stats
         snap.loop_stalls = (stats.stalls, stats.starved, stats.longest_ms)
     return snap
+
+
+def current_vote(node_id: int, state_name: str, state: Any) -> int:
+    """Kafka's raft-metrics current-vote: the leader and a candidate voted for themselves; an
+    unattached voter reports whom it voted for in this epoch; others -1."""
+    if state_name in ("leader", "candidate"):
+        return node_id
+    voted = getattr(state, "voted_id", None) if state_name in ("unattached", "voted") else None
+    return -1 if voted is None else voted
+
+
+def error_name(code: int) -> str:
+    """Kafka's `Errors` name of an error code (the ErrorsPerSec `error` tag)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"  # Kafka's Errors.forCode of a code it does not know
 
 
 class LoopIdle:
@@ -221,6 +254,13 @@ class BrokerCollector:
         for (request, version), count in sorted(snap.requests_by_version.items()):
             requests.add_metric([request, str(version)], count)
         yield requests
+        # ErrorsPerSec: every error code in the responses, NONE included, as Kafka counts them.
+        errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
+                                     "Error codes in responses, by API and error (ErrorsPerSec)",
+                                     labels=["request", "error"])
+        for (request, error), count in sorted(snap.errors.items()):
+            errors.add_metric([request, error], count)
+        yield errors
         for part_index, part in enumerate(PARTS):
             name = f"kafka_network_requestmetrics_{part.lower()}"
             gauge = GaugeMetricFamily(name, f"{part} percentiles by API (RequestMetrics)",
@@ -253,6 +293,12 @@ class BrokerCollector:
         for p in sorted(partitions, key=lambda p: (p.topic, p.partition)):
             size.add_metric([p.topic, str(p.partition)], p.size)
         yield size
+        for name, count, doc in zip(
+                ("isrshrinks", "isrexpands", "failedisrupdates"), snap.isr_changes,
+                ("ISR shrinks of led partitions the controller accepted (IsrShrinksPerSec)",
+                 "ISR expansions of led partitions the controller accepted (IsrExpandsPerSec)",
+                 "ISR changes the controller refused (FailedIsrUpdatesPerSec)"), strict=True):
+            yield CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=count)
         purgatory = GaugeMetricFamily(
             "kafka_server_delayedoperationpurgatory_purgatorysize",
             "Requests waiting in a purgatory (acks=all produces, long-polling fetches)",

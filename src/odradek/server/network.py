@@ -142,7 +142,12 @@ UnsupportedVersionResponder = Callable[[Any], Any]
 
 class ConnectionCloseRequest(Exception):
     """A handler's way to say: close this connection without answering (Kafka's behaviour for
-    requests it cannot make sense of)."""
+    requests it cannot make sense of). `response`: the answer it would have sent, whose error
+    codes still count (Kafka's closeConnection with the errors of a failed acks=0 produce)."""
+
+    def __init__(self, message: str, response: Any = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class Connection(asyncio.BaseProtocol):
@@ -320,6 +325,7 @@ class Connection(asyncio.BaseProtocol):
             if header is not None and header.request_api_key == API_VERSIONS_KEY:
                 # Clients probe with their newest ApiVersions; answer v0 so they retry lower.
                 response = self.server.unsupported_version_response(header)
+                self.server.request_metrics.count_errors(API_VERSIONS_KEY, 0, response)
                 await self._write(framing.encode_response(
                     API_VERSIONS_KEY, 0, header.correlation_id, response))
                 return
@@ -369,6 +375,9 @@ class Connection(asyncio.BaseProtocol):
                 if isinstance(response, Awaitable):
                     response = await response
         except ConnectionCloseRequest as exc:
+            if exc.response is not None:
+                self.server.request_metrics.count_errors(
+                    header.request_api_key, header.request_api_version, exc.response)
             log.info("closing %s: %s", self.id, exc)
             request_log.closed(self.id, self.principal, str(exc), header)
             self.close()
@@ -379,6 +388,7 @@ class Connection(asyncio.BaseProtocol):
         if response is None or self.closing:
             return
         api_key, version = header.request_api_key, header.request_api_version
+        self.server.request_metrics.count_errors(api_key, version, response)
         local_done = time.monotonic_ns()
         if response.HAS_RECORDS:  # fetch: records may be file regions to sendfile
             chunks = framing.encode_response_chunks(api_key, version, header.correlation_id, response)

@@ -174,6 +174,19 @@ class Transition(enum.Enum):
 
 
 @dataclass(slots=True)
+class IsrChangeStats:
+    """Kafka's ReplicaManager meters IsrShrinksPerSec, IsrExpandsPerSec and
+    FailedIsrUpdatesPerSec (server.metrics): the ISR changes partitions this broker leads
+    proposed, counted once the controller's decision reaches the leader -- its AlterPartition
+    answer, or the metadata when that comes first (here it often does: brokers long-poll the
+    metadata log) -- as Kafka's Partition counts its pending shrinks and expansions."""
+
+    shrinks: int = 0
+    expands: int = 0
+    failed: int = 0
+
+
+@dataclass(slots=True)
 class Partition:
     topic: str
     index: int
@@ -196,6 +209,7 @@ class Partition:
     # counts its added members already (the "maximal ISR", KIP-497); nothing else is proposed
     # until the controller answers or the metadata moves on.
     pending_isr: tuple[int, ...] | None = None
+    isr_stats: IsrChangeStats = field(default_factory=IsrChangeStats)
     leader_epoch_start_offset: int = 0
     # The leader epoch the replica fetcher is following (None: not following anyone).
     following_epoch: int | None = None
@@ -231,6 +245,9 @@ class Partition:
         self.leader = reg.leader
         self.leader_epoch = reg.leader_epoch
         if reg.partition_epoch != self.partition_epoch:
+            if self.pending_isr is not None and not new_epoch and \
+                    set(reg.isr) == set(self.pending_isr):
+                self._count_isr_change(self.pending_isr)  # before its answer: decided
             self.pending_isr = None  # the controller decided; propose again from here
         self.partition_epoch = reg.partition_epoch
         self.replicas = reg.replicas
@@ -364,14 +381,28 @@ class Partition:
         if self.pending_isr != change.new_isr or self.leader_epoch != change.leader_epoch:
             return False  # the metadata moved on meanwhile; that state rules
         self.pending_isr = None
+        # Kafka's handleAlterPartitionUpdate/-Error: an error, or an answer of another leader
+        # epoch, is a failed update; an answer of an older partition epoch is ignored; else the
+        # proposed change took effect (an equal epoch: the ISR was already so).
         if error != ErrorCode.NONE:
+            self.isr_stats.failed += 1
             log.info("%s-%d: ISR change to %s refused: %s", self.topic, self.index,
                      list(change.new_isr), error.name)
             return False
-        if leader_epoch == self.leader_epoch and partition_epoch > self.partition_epoch:
-            self.isr = isr
-            self.partition_epoch = partition_epoch
+        if leader_epoch != self.leader_epoch:
+            self.isr_stats.failed += 1
+        elif partition_epoch >= self.partition_epoch:
+            self._count_isr_change(change.new_isr)
+            if partition_epoch > self.partition_epoch:
+                self.isr = isr
+                self.partition_epoch = partition_epoch
         return self.maybe_increment_high_watermark(now_ms)
+
+    def _count_isr_change(self, proposed: tuple[int, ...]) -> None:
+        if len(proposed) > len(self.isr):
+            self.isr_stats.expands += 1
+        else:
+            self.isr_stats.shrinks += 1
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         if current_leader_epoch == NO_EPOCH or current_leader_epoch == self.leader_epoch:
@@ -448,6 +479,7 @@ class ReplicaManager:
         self.leader_quota: ReplicationQuota | None = None
         self.replica_selector: ReplicaSelector | None = None  # replica.selector.class
         self.topic_stats = BrokerTopicStats()  # BrokerTopicMetrics (server.metrics)
+        self.isr_stats = IsrChangeStats()
 
     # -- following the metadata image
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -543,7 +575,8 @@ class ReplicaManager:
                 partition = Partition(topic.name, index, topic.topic_id, storage_log,
                                       self.broker_id,
                                       replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                                      isr_eligible=self.isr_eligible)
+                                      isr_eligible=self.isr_eligible,
+                                      isr_stats=self.isr_stats)
                 self.partitions[key] = partition
             transition = partition.apply_registration(reg, now)
             if transition is Transition.BECAME_FOLLOWER or (

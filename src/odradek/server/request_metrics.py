@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import bisect
 import logging
+import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol.messages import API_BY_KEY
+from odradek.protocol.messages._base import Struct
 from odradek.request_timing import RequestTiming
 
 log = logging.getLogger("odradek.request.slow")
@@ -46,6 +49,91 @@ def is_follower_fetch(request: Any) -> bool:
     replica_id = replica_state.replica_id if replica_state is not None and \
         replica_state.replica_id >= 0 else request.replica_id
     return replica_id >= 0
+
+# -- Error codes in responses (Kafka's ErrorsPerSec meters) -----------------------------------
+#
+# Kafka counts a response's `errorCounts()`: every error code it carries, NONE included (one per
+# partition of a Produce or Fetch, the top-level one of a Fetch besides). Here that is every
+# `error_code` field of the response tree (other `..._error_code` fields, e.g. CreateTopics'
+# `topic_config_error_code`, are not in Kafka's counts either). The response object the handler
+# built is walked before it is encoded -- nothing is decoded -- along a plan made once per
+# struct class from its field types, which visits only the lists and structs that can hold an
+# error code (a Fetch partition's records, aborted transactions and leader hints are skipped).
+
+ErrorPlan = tuple[bool, tuple[tuple[str, bool, "ErrorPlan"], ...]]
+_PLANS: dict[tuple[type, int], ErrorPlan] = {}
+_NO_ERRORS: ErrorPlan = (False, ())
+_LIST_OF = re.compile(r"^list\[(\w+)\]")
+_STRUCT = re.compile(r"^(\w+)")
+# Top-level error codes Kafka's errorCounts() leaves out (MetadataResponse counts its topics'
+# and partitions' only).
+_TOP_LEVEL_NOT_COUNTED = frozenset({"MetadataResponse"})
+
+
+def _field_struct(cls: type, annotation: str) -> tuple[type, bool] | None:
+    """(the Struct class a field holds, whether it is a list of them), None for plain fields."""
+    annotation = annotation.strip()
+    listed = _LIST_OF.match(annotation)
+    named = listed or _STRUCT.match(annotation)
+    target = getattr(sys.modules[cls.__module__], named.group(1), None) if named else None
+    if isinstance(target, type) and issubclass(target, Struct):
+        return target, listed is not None
+    return None
+
+
+def error_plan(cls: type, version: int) -> ErrorPlan:
+    """Where a struct class's error codes are at a version: whether it has `error_code`, and
+    the fields (name, is a list, the field's plan) leading to more."""
+    key = (cls, version)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    _PLANS[key] = _NO_ERRORS  # a recursive type (none today) stops here
+    # The generated classes' annotations are strings (`from __future__ import annotations`):
+    # `list[PartitionProduceResponse] | None`, read without evaluating them.
+    annotations = cls.__init__.__annotations__  # type: ignore[misc]
+    versions = cls._FIELD_VERSIONS  # type: ignore[attr-defined]
+
+    def present(name: str) -> bool:
+        low, high = versions.get(name, (0, None))
+        return low <= version and (high is None or version <= high)
+
+    children = []
+    for name in cls._FIELDS:  # type: ignore[attr-defined]
+        annotation = annotations.get(name)
+        if not isinstance(annotation, str) or not present(name):
+            continue
+        held = _field_struct(cls, annotation)
+        if held is not None:
+            child = error_plan(held[0], version)
+            if child[0] or child[1]:
+                children.append((name, held[1], child))
+    counted = "error_code" in cls._FIELDS and present("error_code") and \
+        cls.__name__ not in _TOP_LEVEL_NOT_COUNTED  # type: ignore[attr-defined]
+    plan = (counted, tuple(children))
+    _PLANS[key] = plan
+    return plan
+
+
+def _count_errors(struct: Any, plan: ErrorPlan, counts: dict[int, int]) -> None:
+    if plan[0]:
+        code = struct.error_code
+        counts[code] = counts.get(code, 0) + 1
+    for name, is_list, child in plan[1]:
+        value = getattr(struct, name)
+        if not is_list:
+            if value is not None:
+                _count_errors(value, child, counts)
+        elif child[0] and not child[1]:
+            # The common leaf (a Produce's or Fetch's partitions): no call per item.
+            get = counts.get
+            for item in value:
+                code = item.error_code
+                counts[code] = get(code, 0) + 1
+        else:
+            for item in value:
+                _count_errors(item, child, counts)
+
 
 _FIRST_BOUND_NS = 10_000
 _GROWTH = 1.25
@@ -96,6 +184,16 @@ class RequestMetrics:
         self.slow_ns = int(slow_ms * 1e6)  # 0: no slow-request log
         self.by_api: dict[int, tuple[Histogram, ...]] = {}
         self.by_version: dict[tuple[int, int], int] = {}
+        # {api key: {error code: responses' error codes counted}} (ErrorsPerSec).
+        self.errors: dict[int, dict[int, int]] = {}
+
+    def count_errors(self, api_key: int, api_version: int, response: Any) -> None:
+        """Count the error codes of a response about to be sent, as Kafka's
+        `RequestChannel.updateErrorMetrics` counts `errorCounts()`."""
+        counts = self.errors.get(api_key)
+        if counts is None:
+            counts = self.errors[api_key] = {}
+        _count_errors(response, error_plan(type(response), api_version), counts)
 
     def record(self, api_key: int, api_version: int, timing: RequestTiming, local_done_ns: int,
                connection_id: str, client_id: str | None, request: Any = None) -> None:

@@ -214,7 +214,7 @@ async def produce(replica_manager: ReplicaManager, version: int, req: m.ProduceR
     if acks == 0:
         if any_error:
             # The client expects no answer; closing the connection is how Kafka tells it.
-            raise ConnectionCloseRequest("acks=0 produce failed")
+            raise ConnectionCloseRequest("acks=0 produce failed", R(responses=responses))
         return None
     if waiting:
         await replica_manager.wait_for_commit([p for _out, p in waiting], req.timeout_ms)
