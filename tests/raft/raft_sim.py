@@ -36,7 +36,17 @@ the leader included) to the leader at random moments, so the voter set changes w
 crash, partitions come and go and snapshots are taken; the invariants above must hold through
 every change. Checked besides: an admin request answered NONE has its VotersRecord in the
 committed log, and once the network heals every node that is up agrees on the voter set the
-committed log ends with.
+committed log ends with. With `bootstrap_observers`, the observers are formatted with
+--no-initial-controllers: no bootstrap snapshot, only `controller.quorum.bootstrap.servers`
+(negative ids, one per voter, that the network routes to that voter), so they learn the leader
+from a Fetch answer.
+
+Drivers: by default every node polls at every step. With `deadline_driven`, a node polls as
+MetadataQuorum's driver does: after an input (a message, a send failure, an append, a flush) or
+once its `next_deadline_ms` is reached, never otherwise. Like the real driver, it reads the
+clock again after `poll` to compute the deadline, and the timer may fire up to 1 ms before the
+deadline (uvloop counts timers in whole milliseconds from the loop's cached time), so a
+deadline the client misses or drops shows up as a node that stops.
 """
 
 from __future__ import annotations
@@ -278,6 +288,8 @@ class SimNode:
     state: bytes = b""  # the state machine: the prefix hash of what it replayed
     state_epoch: int = 0
     retention_bytes: int = 2000
+    wake_at: int = 0  # deadline_driven: when its driver's timer fires
+    woken: bool = True  # deadline_driven: an input arrived since its last poll
 
     @property
     def up(self) -> bool:
@@ -296,6 +308,9 @@ class Envelope:
     correlation_id: int = field(compare=False)
     src_incarnation: int = field(compare=False)
     dst_incarnation: int = field(compare=False)  # responses: the requester's incarnation
+    # The id the requester addressed (a bootstrap server's negative id, or the node's own):
+    # its answer and any send failure are reported to the requester under that id.
+    peer_id: int = field(compare=False, default=0)
 
 
 @dataclass
@@ -317,15 +332,27 @@ class SimStats:
 
 class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, steps: int = 10_000,
-                 config: RaftConfig | None = None, dynamic: bool = False) -> None:
+                 config: RaftConfig | None = None, dynamic: bool = False,
+                 bootstrap_observers: bool = False, deadline_driven: bool = False,
+                 faults: bool = True, down: tuple[int, ...] = (),
+                 refused_probability: float = 0.5) -> None:
+        """`faults` False: a calm network from the start (no drops, crashes or partitions);
+        `down`: nodes not started yet (`start_node`); `refused_probability`: how often a
+        request to a node that is down or cut off fails at once (connection refused) rather
+        than getting no answer."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.steps = steps
         self.config = config or RaftConfig()
         self.checker = Checker()
         self.dynamic = dynamic
+        self.deadline_driven = deadline_driven
+        self.refused_probability = refused_probability
         self.voter_ids = list(range(1, voters + 1))
         self.node_ids = self.voter_ids + [100 + i for i in range(observers)]
+        # controller.quorum.bootstrap.servers of the observers: negative id -> voter.
+        self.bootstrap_servers = ({-2 - i: v for i, v in enumerate(self.voter_ids)}
+                                  if bootstrap_observers else {})
         self.directory_ids = {node_id: uuid.UUID(int=self.rng.getrandbits(128) | 1)
                               for node_id in self.node_ids}
         self.now = 0
@@ -338,13 +365,14 @@ class Simulation:
                                           RecordingStore(node_id, self.checker),
                                           flush_in_poll=self.rng.random() < 0.5,
                                           retention_bytes=self.rng.randint(600, 4000))
-            if dynamic:
+            if dynamic and not (self.bootstrap_servers and node_id not in self.voter_ids):
                 self._write_bootstrap_snapshot(self.nodes[node_id])
-            self._start(self.nodes[node_id])
+            if node_id not in down:
+                self._start(self.nodes[node_id])
         self.in_flight: list[Envelope] = []
         self._seq = 0
         self.partition: dict[int, int] = {}  # node -> side; absent: fully connected
-        self.calm = False
+        self.calm = not faults
         self.calm_since: int | None = None
         self.first_ack_after_calm: int | None = None
         self.appends: dict[bytes, tuple[int, int, int]] = {}  # value -> (node, offset, epoch)
@@ -369,17 +397,28 @@ class Simulation:
         node.next_publish = 0
         node.state = b""
         node.state_epoch = 0
+        node.woken = True
         if self.dynamic:
+            bootstrap = ({server: ("sim", 9000 + voter)
+                          for server, voter in self.bootstrap_servers.items()}
+                         if node.node_id not in self.voter_ids else None)
             node.client = RaftClient(
                 node.node_id, None, node.log, node.store, cluster_id=CLUSTER_ID,
                 now_ms=self.now, config=self.config, rng=random.Random(self.rng.random()),
                 flush_in_poll=node.flush_in_poll, directory_id=self.directory_ids[node.node_id],
-                listener=LISTENER, local_endpoints={LISTENER: ("sim", 9000 + node.node_id)})
+                listener=LISTENER, local_endpoints={LISTENER: ("sim", 9000 + node.node_id)},
+                bootstrap=bootstrap)
             return
         node.client = RaftClient(node.node_id, self.voter_ids, node.log, node.store,
                                  cluster_id=CLUSTER_ID, now_ms=self.now, config=self.config,
                                  rng=random.Random(self.rng.random()),
                                  flush_in_poll=node.flush_in_poll)
+
+    def start_node(self, node_id: int) -> None:
+        """Starts a node that is down (its log and quorum-state as it left them)."""
+        node = self.nodes[node_id]
+        if not node.up:
+            self._start(node)
 
     def _crash(self, node: SimNode) -> None:
         node.client = None
@@ -391,7 +430,11 @@ class Simulation:
         return self.partition.get(a, 0) == self.partition.get(b, 0)
 
     def _send(self, src: int, dst: int, message: Any, is_request: bool, correlation_id: int,
-              dst_incarnation: int = 0) -> None:
+              dst_incarnation: int = 0, peer_id: int | None = None) -> None:
+        """`dst` may be a bootstrap server's id (a request): it goes to that voter."""
+        if peer_id is None:
+            peer_id = dst
+        dst = self.bootstrap_servers.get(dst, dst)
         cls = type(message)
         payload = message.encode(API_VERSIONS[cls])
         copies = 1
@@ -409,7 +452,7 @@ class Simulation:
             self._seq += 1
             self.in_flight.append(Envelope(
                 self.now + delay, self._seq, src, dst, is_request, cls, payload, correlation_id,
-                self.nodes[src].incarnation, dst_incarnation))
+                self.nodes[src].incarnation, dst_incarnation, peer_id))
 
     def _route(self, node: SimNode, outbound: list[OutboundRequest | OutboundReply]) -> None:
         for item in outbound:
@@ -417,35 +460,38 @@ class Simulation:
                 self._send(node.node_id, item.destination, item.request, True,
                            item.correlation_id)
             else:
-                requester, requester_incarnation, correlation_id = item.request_id
+                requester, requester_incarnation, correlation_id, peer_id = item.request_id
                 if requester == ADMIN:
                     self._admin_answer(node, correlation_id, item.response)
                     continue
                 self._send(node.node_id, requester, item.response, False, correlation_id,
-                           requester_incarnation)
+                           requester_incarnation, peer_id)
 
     def _deliver(self, envelope: Envelope) -> None:
         node = self.nodes[envelope.dst]
         if not node.up or not self._connected(envelope.src, envelope.dst):
             self.stats.dropped += 1
-            if envelope.is_request and self.rng.random() < 0.5:
+            if envelope.is_request and self.rng.random() < self.refused_probability:
                 # The sender sees the connection fail (refused, reset).
                 sender = self.nodes[envelope.src]
                 if sender.up and sender.incarnation == envelope.src_incarnation:
-                    sender.client.handle_send_failure(envelope.dst, envelope.correlation_id,
+                    sender.client.handle_send_failure(envelope.peer_id, envelope.correlation_id,
                                                       self.now)
+                    sender.woken = True
             return
         message = envelope.cls.decode(envelope.payload, API_VERSIONS[envelope.cls])
         self.stats.delivered += 1
         client = node.client
+        node.woken = True
         if envelope.is_request:
-            request_id = (envelope.src, envelope.src_incarnation, envelope.correlation_id)
+            request_id = (envelope.src, envelope.src_incarnation, envelope.correlation_id,
+                          envelope.peer_id)
             response = client.handle_request(envelope.src, message, self.now, request_id)
             if response is not None:
                 self._send(node.node_id, envelope.src, response, False, envelope.correlation_id,
-                           envelope.src_incarnation)
+                           envelope.src_incarnation, envelope.peer_id)
         elif node.incarnation == envelope.dst_incarnation:
-            client.handle_response(envelope.src, message, self.now, envelope.correlation_id)
+            client.handle_response(envelope.peer_id, message, self.now, envelope.correlation_id)
 
     # -- the run
     def run(self) -> SimStats:
@@ -469,6 +515,17 @@ class Simulation:
             if not node.up:
                 self._start(node)
 
+    def run_until(self, condition: Any, limit_ms: int) -> bool:
+        """Steps (checking the invariants) until `condition()` holds or `limit_ms` of simulated
+        time passed; returns whether it holds."""
+        deadline = self.now + limit_ms
+        while not condition():
+            if self.now >= deadline:
+                return False
+            self._step()
+            self._check()
+        return True
+
     def _step(self) -> None:
         rng = self.rng
         self.now += rng.randint(1, 15)
@@ -482,6 +539,8 @@ class Simulation:
             self._faults()
         for node in self.nodes.values():
             if node.up and not node.flush_in_poll and rng.random() < 0.4:
+                if node.log.flushed_end < node.log.end_offset:
+                    node.woken = True  # the real driver polls once its flush is done
                 node.log.flush()
         if rng.random() < 0.3:
             self._append()
@@ -491,8 +550,14 @@ class Simulation:
         order = list(self.nodes.values())
         rng.shuffle(order)
         for node in order:
-            if node.up:
+            if node.up and (not self.deadline_driven or node.woken or self.now >= node.wake_at):
                 self._route(node, node.client.poll(self.now))
+                if self.deadline_driven:
+                    node.woken = False
+                    # The driver's next clock read is later than the poll's, and its timer may
+                    # fire up to 1 ms early.
+                    node.wake_at = (node.client.next_deadline_ms(self.now + rng.randint(0, 1))
+                                    - rng.randint(0, 1))
 
     def _faults(self) -> None:
         rng = self.rng
@@ -510,6 +575,7 @@ class Simulation:
             for node in self.nodes.values():
                 if node.up and node.client.is_leader:
                     node.client.resign(self.now)
+                    node.woken = True
 
     # -- dynamic quorums: the admin
     def _change_voters(self) -> None:
@@ -538,8 +604,9 @@ class Simulation:
         # Through the wire format, as the network would carry it.
         request = type(request).decode(request.encode(0), 0)
         self.admin_pending[correlation] = (kind, node_id)
+        leader.woken = True
         response = leader.client.handle_request(ADMIN, request, self.now,
-                                                (ADMIN, 0, correlation))
+                                                (ADMIN, 0, correlation, ADMIN))
         if response is not None:
             self._admin_answer(leader, correlation, response)
 
@@ -571,6 +638,7 @@ class Simulation:
             self._next_value += 1
             values.append(b"v%d" % self._next_value)
         offset = node.client.append(values, self.now)
+        node.woken = True
         for value in values:
             self.appends[value] = (node.node_id, offset, node.client.epoch)
         self.stats.appended += len(values)
@@ -645,6 +713,7 @@ class Simulation:
                 writer.freeze()
                 self.stats.snapshots += 1
         start = node.log.start_offset
+        node.woken = True  # the real driver polls after a snapshot is written
         clean_snapshots(node.log, node.retention_bytes, -1, self.now)
         if node.log.start_offset > start:
             self.stats.truncations += 1

@@ -290,3 +290,22 @@ def test_storage_log_backs_a_voter(tmp_path) -> None:
         assert disk.log.end_offset_for_epoch(leader.epoch) == (leader.epoch, storage.log_end_offset)
     finally:
         storage.close()
+
+
+def test_a_retry_backoff_that_kept_poll_from_sending_stays_a_deadline() -> None:
+    """An observer with only a bootstrap server (--no-initial-controllers) has no timer but
+    its retry backoff. The driver reads its clock again after `poll`: a backoff that ended in
+    between must still be a deadline (due at once), not be dropped for the 60 s cap."""
+    client = RaftClient(2, None, MemoryRaftLog(), MemoryQuorumStateStore(), cluster_id=CLUSTER,
+                        now_ms=0, bootstrap={-2: ("127.0.0.1", 9093)},
+                        rng=random.Random(0))
+    [fetch] = client.poll(0)
+    assert isinstance(fetch, OutboundRequest) and fetch.destination == -2
+    client.handle_send_failure(-2, fetch.correlation_id, 0)  # connection refused
+    backoff_end = client.config.retry_backoff_ms
+    assert client.poll(backoff_end - 1) == []  # still backing off
+    assert client.next_deadline_ms(backoff_end - 1) == backoff_end
+    assert client.next_deadline_ms(backoff_end) <= backoff_end  # the clock moved on: due now
+    [retry] = client.poll(backoff_end)
+    assert isinstance(retry, OutboundRequest) and retry.destination == -2
+    assert isinstance(retry.request, m.FetchRequest)

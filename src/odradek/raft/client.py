@@ -242,6 +242,7 @@ class RaftClient:
         self.quorum = QuorumState(node_id, static, store, self.config, self.rng)
         self.requests = RequestManager(self.config.request_timeout_ms,
                                        self.config.retry_backoff_ms)
+        self._polled_at_ms = now_ms  # the time the last `poll` decided what to send at
         self._parked: list[_ParkedFetch] = []
         self._replies: list[OutboundReply] = []
         self._committed_next = raft_log.start_offset  # next offset take_committed hands out
@@ -467,6 +468,7 @@ class RaftClient:
     # timers and outbound messages
 
     def poll(self, now_ms: int) -> list[OutboundRequest | OutboundReply]:
+        self._polled_at_ms = now_ms
         if self.flush_in_poll and self.log.flushed_end < self.log.end_offset:
             self.log.flush()
         out: list[OutboundRequest | OutboundReply] = []
@@ -487,7 +489,10 @@ class RaftClient:
         return out
 
     def next_deadline_ms(self, now_ms: int) -> int:
-        """When `poll` must run next at the latest (with no input before)."""
+        """When `poll` must run next at the latest (with no input before). Request timeouts
+        and backoffs count as of the last `poll` (Kafka computes its poll timeout at the
+        instant it decided what to send): a backoff that kept that poll from sending is a
+        deadline even if the driver's clock has passed it since (then it is already due)."""
         deadlines = [now_ms + 60_000]
         state = self.quorum.state
         if isinstance(state, LeaderState):
@@ -501,7 +506,7 @@ class RaftClient:
             deadlines.append(state.fetch_deadline_ms)
         elif state.election_deadline_ms is not None:
             deadlines.append(state.election_deadline_ms)
-        request_deadline = self.requests.next_deadline_ms(now_ms)
+        request_deadline = self.requests.next_deadline_ms(min(now_ms, self._polled_at_ms))
         if request_deadline is not None:
             deadlines.append(request_deadline)
         deadlines.extend(parked.deadline_ms for parked in self._parked)
