@@ -128,6 +128,8 @@ def test_a_truncation_during_a_cleaning_brings_no_truncated_record_back(
         rewritten = rewrite_keys(log, clock, rounds=2, keys=5, tag=b"again")
         assert log.log_segments()[-2] is first_segment  # inactive again
         paused.release()
+        assert paused.result == [True]
+        assert "swap" not in paused.steps
         # Nothing swapped: the old records at offsets >= 12 did not come back, the new ones
         # are all there.
         records = assert_valid(log)
@@ -172,7 +174,7 @@ def test_a_truncation_lowers_the_checkpoint_to_the_active_segment_base(
 
 
 def test_a_truncation_within_the_active_segment_does_not_abort_a_cleaning(
-        tmp_path: Path, clock: FakeClock, compacted: Log) -> None:
+        tmp_path: Path, clock: FakeClock, compacted: Log, isolated: bool) -> None:
     """Kafka stops the cleaner only for a truncation below the active segment's base: one
     within it (a follower dropping its uncommitted tail) touches nothing the cleaning reads."""
     log = compacted
@@ -180,7 +182,7 @@ def test_a_truncation_within_the_active_segment_does_not_abort_a_cleaning(
     for value in (b"x", b"y", b"z"):
         log.append_as_leader(batch([(b"tail", value)], clock()), 0)
     active_base = log.active_segment.base_offset
-    paused = PausedCleaning(lambda hook: log_cleaner(tmp_path, log, clock, False, hook),
+    paused = PausedCleaning(lambda hook: log_cleaner(tmp_path, log, clock, isolated, hook),
                             "map_built")
     try:
         paused.start()
@@ -189,6 +191,30 @@ def test_a_truncation_within_the_active_segment_does_not_abort_a_cleaning(
         assert paused.result == [True]
         assert "swapped" in paused.steps
         assert checkpoint_of(tmp_path) == active_base
+    finally:
+        paused.cleaner.shutdown()
+
+
+def test_a_full_truncation_during_a_cleaning_restarts_the_log_clean(
+        tmp_path: Path, clock: FakeClock, compacted: Log) -> None:
+    """The replica fetcher's `truncate_fully_and_start_at` (its fetch offset out of range)
+    while a cleaning is held: nothing swapped into the new log, the checkpoint no higher than
+    its start, and its records cleaned from there."""
+    log = compacted
+    fill(log, clock, rounds=10, keys=5)
+    paused = PausedCleaning(lambda hook: log_cleaner(tmp_path, log, clock, False, hook),
+                            "cleaned")
+    try:
+        paused.start()
+        log.truncate_fully_and_start_at(20)
+        rewritten = rewrite_keys(log, clock, rounds=8, keys=5, tag=b"again")
+        paused.release()
+        assert paused.result == [True] and "swap" not in paused.steps
+        assert [r[0] for r in assert_valid(log)] == list(range(20, 60))
+        assert paused.cleaner.clean_filthiest_log()
+        assert checkpoint_of(tmp_path) == log.active_segment.base_offset
+        assert {k: v for k, (_o, v) in latest_by_key(log).items()} == rewritten
+        assert len(assert_valid(log)) == 5
     finally:
         paused.cleaner.shutdown()
 

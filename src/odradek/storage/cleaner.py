@@ -24,7 +24,8 @@ One cleaning of a log:
    its own delete horizon has passed.
 4. The group's output is swapped in (`Log.replace_segments`: `.cleaned` -> `.swap` -> live), so
    a crash at any point leaves a valid log (the loader deletes `.cleaned` files and completes
-   `.swap` ones).
+   `.swap` ones). A truncation below the active segment since the cleaning read the log stops
+   it at its next step and refuses its swaps and checkpoint (`LogCleaner.on_truncation`).
 
 `LogCleaner` runs `log.cleaner.threads` threads that each take the dirtiest compacted log
 (dirty ratio above `min.cleanable.dirty.ratio`, or older than `max.compaction.lag.ms`), clean

@@ -9,9 +9,10 @@ the first uncleanable offset, the log config, the aborted transactions and the l
 active producers), builds the offset map and writes each group's `.cleaned` files, exactly as
 `Cleaner` does in process. The swap stays in the broker: for each group the child asks the
 parent, which opens the `.cleaned` segment and calls `Log.replace_segments` under the log's
-lock, so the `.cleaned` -> `.swap` protocol and its crash safety are unchanged. The parent
-also runs the step hook (`ODRADEK_CLEANER_STEP_PAUSE_MS`) when the child reaches each step,
-while the child waits.
+lock, so the `.cleaned` -> `.swap` protocol and its crash safety are unchanged. The child
+reports each step and waits: the parent runs the step hook (`ODRADEK_CLEANER_STEP_PAUSE_MS`)
+and answers whether to go on (not once the log was truncated below its active segment: see
+`LogCleaner.on_truncation`).
 
 Lifetime: the child exits when its connection to the broker closes (EOF between cleanings)
 and a watchdog thread ends it within `PARENT_POLL_S` once its parent process is gone (a kill
