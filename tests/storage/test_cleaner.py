@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -386,63 +385,6 @@ def test_dump_log_shows_a_cleaned_segment(make_log, clock: FakeClock, capsys) ->
     assert offsets == [0, 2, 3, 4]
     assert captured.err.splitlines() == [f"Non-consecutive offsets in {path.absolute()}",
                                          "  0 is followed by 2"]
-
-
-def test_a_truncation_lowers_the_checkpoint_even_of_a_cleaning_in_progress(
-        tmp_path: Path, clock: FakeClock) -> None:
-    """Kafka's maybeTruncateCheckpoint: after a follower truncation below the cleaner's
-    checkpoint, what is appended again there is dirty; a cleaning that was running when the
-    truncation came checkpoints no higher than the new end."""
-    log = Log(tmp_path / "topic-0", LogConfig.from_props(COMPACT), clock=clock)
-    key = ("topic", 0)
-    truncate_at: list[int] = []
-
-    def on_step(step: str) -> None:  # truncates in the middle of the second cleaning
-        if step == "swapped" and truncate_at:
-            log.truncate_to(truncate_at.pop())
-
-    cleaner = LogCleaner(CleanerConfig(backoff_ms=10), lambda: {key: (tmp_path, log)}, clock,
-                         on_step=on_step, isolated=False)
-    log.on_truncation = functools.partial(cleaner.on_truncation, key)
-    checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_CHECKPOINT)
-    try:
-        fill(log, clock, rounds=10, keys=5)
-        assert cleaner.clean_filthiest_log()
-        cleaned_to = checkpoint.read()[key]
-        assert cleaned_to == log.active_segment.base_offset == 50
-        # Truncated below the checkpoint, then the same keys written again past it.
-        assert log.truncate_to(30)
-        fill(log, clock, rounds=10, keys=5)
-        assert log.log_end_offset > cleaned_to
-        assert cleaner.clean_filthiest_log()
-        # Everything from 30 on was dirty: one record per key remains below the active segment.
-        assert checkpoint.read()[key] == log.active_segment.base_offset
-        assert len(read_records(log)) == 5
-        # A truncation during a cleaning (after its first swap): its checkpoint stops there.
-        fill(log, clock, rounds=10, keys=5)
-        truncate_at.append(log.log_end_offset - 20)
-        cleaner.clean_filthiest_log()
-        assert checkpoint.read()[key] <= log.log_end_offset
-    finally:
-        cleaner.shutdown()
-        log.close()
-
-
-def test_the_log_manager_reports_truncations_to_its_cleaner(tmp_path: Path) -> None:
-    manager = LogManager([tmp_path], LogConfig.from_props({"segment.bytes": 2048}),
-                         cleaner_config=CleanerConfig(backoff_ms=600_000))
-    try:
-        log = manager.get_or_create_log("table", 0)
-        assert manager.cleaner is not None
-        assert log.on_truncation is not None
-        for key in (b"a", b"b"):
-            log.append_as_leader(batch([(key, b"1")], log.clock()), 0)
-        manager.cleaner.update_checkpoint(tmp_path, ("table", 0), 2)
-        assert log.truncate_to(1)
-        manager.cleaner.apply_truncations()
-        assert OffsetCheckpointFile(tmp_path / CLEANER_CHECKPOINT).read() == {("table", 0): 1}
-    finally:
-        manager.close()
 
 
 def test_run_time_thread_count_changes_are_bounded_as_kafka(tmp_path: Path,

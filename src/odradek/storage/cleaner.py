@@ -24,7 +24,8 @@ One cleaning of a log:
    its own delete horizon has passed.
 4. The group's output is swapped in (`Log.replace_segments`: `.cleaned` -> `.swap` -> live), so
    a crash at any point leaves a valid log (the loader deletes `.cleaned` files and completes
-   `.swap` ones).
+   `.swap` ones). A truncation below the active segment since the cleaning read the log stops
+   it at its next step and refuses its swaps and checkpoint (`LogCleaner.on_truncation`).
 
 `LogCleaner` runs `log.cleaner.threads` threads that each take the dirtiest compacted log
 (dirty ratio above `min.cleanable.dirty.ratio`, or older than `max.compaction.lag.ms`), clean
@@ -282,6 +283,8 @@ class Cleaner:
         # there to its end is in it) and which mapped batches hold tombstones.
         self._map_start = 0
         self._tombstone_batches: set[int] = set()
+        # The log being cleaned and the truncation epoch it was read at (`Log.truncation_epoch`).
+        self._cleaning: tuple[Log, int] | None = None
         # Test hook: called with "started", "map_built" (the offset map of a cleaning is complete),
         # "segment" (one source segment rewritten into the group's output), "cleaned" (a
         # group's output written and flushed), "swap", "old_deleted", "swapped" (see
@@ -294,13 +297,30 @@ class Cleaner:
     def _step(self, name: str) -> None:
         if self.on_step is not None:
             self.on_step(name)
+        # Kafka's checkDone, at each step rather than each batch: a truncation below the
+        # active segment since the cleaning read the log ends it (its swaps would be refused).
+        cleaning = self._cleaning
+        if cleaning is not None and cleaning[0].truncation_epoch != cleaning[1]:
+            raise CleaningAbortedError(f"{cleaning[0]} was truncated while it was cleaned")
 
     # -- one cleaning ----------------------------------------------------------------------
     def clean(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int,
-              now_ms: int, stats: CleanerStats | None = None) -> int:
+              now_ms: int, stats: CleanerStats | None = None, *,
+              truncation_epoch: int | None = None) -> int:
         """Cleans the log below `first_uncleanable_offset`; returns the new first dirty offset
-        (the end of what the offset map covered)."""
-        stats = stats or CleanerStats()
+        (the end of what the offset map covered). CleaningAbortedError when the log is
+        truncated below its active segment after it was read at `truncation_epoch` (by
+        default: now)."""
+        epoch = log.truncation_epoch if truncation_epoch is None else truncation_epoch
+        self._cleaning = (log, epoch)
+        try:
+            return self._clean(log, first_dirty_offset, first_uncleanable_offset, now_ms,
+                               stats or CleanerStats())
+        finally:
+            self._cleaning = None
+
+    def _clean(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int,
+               now_ms: int, stats: CleanerStats) -> int:
         offset_map = self.offset_map
         self._step("started")
         self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
@@ -432,8 +452,13 @@ class Cleaner:
             raise
         finally:
             transactions.cleaned_index_entries = None
-        self._step("cleaned")
-        if not log.replace_segments(cleaned, group, self.on_step):
+        try:
+            self._step("cleaned")
+        except CleaningAbortedError:
+            cleaned.delete()
+            raise
+        epoch = self._cleaning[1] if self._cleaning is not None else None
+        if not log.replace_segments(cleaned, group, self.on_step, truncation_epoch=epoch):
             raise CleaningAbortedError(f"{log} changed while it was cleaned")
 
     def _clean_into(self, source: LogSegment, dest: LogSegment, delete_retention_ms: int,
@@ -569,6 +594,8 @@ class LogToClean:
     first_dirty_offset: int
     first_uncleanable_offset: int
     need_compaction_now: bool = False
+    # The log's `truncation_epoch` read before its checkpoint (None: when the cleaning starts).
+    truncation_epoch: int | None = None
     clean_bytes: int = field(init=False)
     cleanable_bytes: int = field(init=False)
 
@@ -603,8 +630,22 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> t
     """(first dirty offset, first uncleanable offset) (Kafka's cleanableOffsets)."""
     log_start = log.log_start_offset
     first_dirty = last_clean_offset if last_clean_offset is not None else log_start
-    if first_dirty < log_start or first_dirty > log.log_end_offset:
-        first_dirty = log_start  # truncated or reset: the whole log is dirty again
+    if first_dirty < log_start:
+        # DeleteRecords or retention moved the log start past it (routine, so not logged,
+        # when the log is `compact,delete`).
+        if not log.config.delete:
+            logger.warning("Resetting first dirty offset of %s-%d to log start offset %d "
+                           "since the checkpointed offset %d is invalid.", log.topic,
+                           log.partition, log_start, first_dirty)
+        first_dirty = log_start
+    elif first_dirty > log.log_end_offset:
+        # Only a lost tail (a truncation's checkpoint lowering not written before a crash):
+        # the whole log is dirty again.
+        logger.warning("The last checkpoint dirty offset for partition %s-%d is %d, which is "
+                       "larger than the log end offset %d. Resetting to the log start offset "
+                       "%d.", log.topic, log.partition, first_dirty, log.log_end_offset,
+                       log_start)
+        first_dirty = log_start
     segments = log.log_segments()
     bounds = [log.last_stable_offset, segments[-1].base_offset]
     lag = max(log.config.min_compaction_lag_ms, 0)
@@ -670,9 +711,12 @@ class LogCleaner:
         return OffsetCheckpointFile(directory / CLEANER_CHECKPOINT)
 
     def all_checkpoints(self) -> dict[tuple[str, int], int]:
+        return self._read_checkpoints(self._logs())
+
+    def _read_checkpoints(self, logs: Mapping[tuple[str, int], tuple[Path, Log]]
+                          ) -> dict[tuple[str, int], int]:
         result: dict[tuple[str, int], int] = {}
-        directories = {directory for directory, _ in self._logs().values()}
-        for directory in directories:
+        for directory in {directory for directory, _ in logs.values()}:
             try:
                 result.update(self._checkpoint(directory).read())
             except (ValueError, OSError) as error:
@@ -682,58 +726,89 @@ class LogCleaner:
     def update_checkpoint(self, directory: Path, key: tuple[str, int], offset: int, *,
                           lower_only: bool = False) -> None:
         with self._lock:
-            live = {k for k, (d, _) in self._logs().items() if d == directory}
-            checkpoint = self._checkpoint(directory)
-            try:
-                current = checkpoint.read()
-            except (ValueError, OSError):
-                current = {}
-            current = {k: v for k, v in current.items() if k in live}
-            if lower_only and current.get(key, -1) <= offset:
-                return
-            current[key] = offset
-            checkpoint.write(current)
+            self._write_checkpoint(directory, key, offset, lower_only=lower_only)
+
+    def _write_checkpoint(self, directory: Path, key: tuple[str, int], offset: int, *,
+                          lower_only: bool = False) -> None:
+        """(Under `_lock`.) Kafka's updateCheckpoints: the entries of the dir's live logs."""
+        live = {k for k, (d, _) in self._logs().items() if d == directory}
+        checkpoint = self._checkpoint(directory)
+        try:
+            current = checkpoint.read()
+        except (ValueError, OSError):
+            current = {}
+        current = {k: v for k, v in current.items() if k in live}
+        if lower_only and current.get(key, -1) <= offset:
+            return
+        current[key] = offset
+        checkpoint.write(current)
 
     # -- truncation (Kafka's abortAndPauseCleaning + maybeTruncateCheckpoint) ----------------
-    def on_truncation(self, key: tuple[str, int], new_end_offset: int) -> None:
-        """A log was truncated to `new_end_offset` (its `Log.on_truncation`): the checkpoint
-        must not stay above it, or records appended again below it would count as clean.
-        A cleaning in progress of that log cannot swap segments the truncation removed, and
-        its end offset is lowered too before it is checkpointed."""
+    # A truncation below a log's active segment reports the new active segment's base here
+    # (`Log.on_truncation`), then moves the log's `truncation_epoch`, under the log's lock.
+    # A cleaning remembers the epoch it read the log at (before its checkpoint): from the
+    # truncation on it stops at its next step, and the log refuses its swaps
+    # (`Log.replace_segments`) and the checkpoint its end (`clean_filthiest_log`), so nothing
+    # it built from the truncated data is swapped in; a cleaning selected during the
+    # truncation is stopped the same way. The truncation itself does not wait for the
+    # cleaner (it runs on the broker's event loop): Kafka's pause is the epoch.
+    def on_truncation(self, key: tuple[str, int], active_base_offset: int) -> None:
+        """A log was truncated below its active segment, whose base is now
+        `active_base_offset`: the checkpoint must not stay above it, or records appended
+        again there would count as clean. Recorded under a lock of its own (`Log` reports
+        it under its lock); a cleaner thread writes it (`apply_truncations`), woken now."""
         with self._truncation_lock:
             previous = self._truncations.get(key)
-            self._truncations[key] = new_end_offset if previous is None \
-                else min(previous, new_end_offset)
-
-    def _take_truncation(self, key: tuple[str, int]) -> int | None:
-        with self._truncation_lock:
-            return self._truncations.pop(key, None)
+            self._truncations[key] = active_base_offset if previous is None \
+                else min(previous, active_base_offset)
+        self._wakeup.set()
 
     def apply_truncations(self) -> None:
-        """Lowers the checkpoints of the logs truncated since (not those being cleaned: their
-        cleaning applies it when it ends)."""
+        """Lowers the checkpoints of the logs truncated since (not those being cleaned: the
+        cleaning ends first, checkpointing nothing if the truncation came after it read the
+        log, so the lowering applies to what it leaves)."""
         with self._truncation_lock:
             if not self._truncations:
                 return
-        for key, (directory, _log) in self._logs().items():
-            if self.is_cleaning(key):
-                continue
-            offset = self._take_truncation(key)
-            if offset is not None:
-                self.update_checkpoint(directory, key, offset, lower_only=True)
+        with self._lock:
+            logs = self._logs()
+            with self._truncation_lock:
+                for key in [key for key in self._truncations if key not in logs]:
+                    del self._truncations[key]  # deleted logs
+            for key, (directory, _log) in logs.items():
+                if key in self._in_progress:
+                    continue
+                with self._truncation_lock:
+                    offset = self._truncations.pop(key, None)
+                if offset is not None:
+                    self._write_checkpoint(directory, key, offset, lower_only=True)
 
     # -- selection -------------------------------------------------------------------------
     def grab_filthiest_log(self, now_ms: int) -> LogToClean | None:
-        checkpoints = self.all_checkpoints()
         candidates = []
         with self._lock:
-            for key, (_directory, log) in self._logs().items():
+            logs = self._logs()
+            # Epochs first: a truncation reports its lowering before it moves the epoch, so a
+            # cleaning selected at an epoch starts from a checkpoint no higher than the
+            # truncations of that epoch left.
+            epochs = {key: log.truncation_epoch for key, (_directory, log) in logs.items()}
+            with self._truncation_lock:
+                truncated = dict(self._truncations)
+            checkpoints = self._read_checkpoints(logs)
+            for key, (directory, log) in logs.items():
                 if not log.config.compact or key in self._in_progress \
                         or key in self._uncleanable:
                     continue
-                first_dirty, uncleanable = cleanable_offsets(log, checkpoints.get(key), now_ms)
+                last_clean = checkpoints.get(key)
+                if last_clean is not None and key in truncated:
+                    last_clean = min(last_clean, truncated[key])
+                first_dirty, uncleanable = cleanable_offsets(log, last_clean, now_ms)
+                if last_clean is not None and first_dirty != last_clean:
+                    # Kafka's forceUpdateCheckpoint: an invalid checkpoint is replaced.
+                    self._write_checkpoint(directory, key, first_dirty)
                 delay = max_compaction_delay(log, first_dirty, now_ms)
-                candidate = LogToClean(key, log, first_dirty, uncleanable, delay > 0)
+                candidate = LogToClean(key, log, first_dirty, uncleanable, delay > 0,
+                                       truncation_epoch=epochs[key])
                 if candidate.total_bytes > 0 and (
                         (candidate.need_compaction_now and candidate.cleanable_bytes > 0)
                         or candidate.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
@@ -745,7 +820,8 @@ class LogCleaner:
             return filthiest
 
     def clean_filthiest_log(self, cleaner: Cleaner | None = None) -> bool:
-        """Cleans the dirtiest cleanable log, if any; returns whether one was cleaned."""
+        """Cleans the dirtiest cleanable log, if any; returns whether one was cleaned (or
+        its cleaning aborted)."""
         now = self.clock()
         self.apply_truncations()
         candidate = self.grab_filthiest_log(now)
@@ -759,15 +835,17 @@ class LogCleaner:
             started = time.monotonic()
             size_before = log.size_in_bytes
             end_offset = cleaner.clean(log, candidate.first_dirty_offset,
-                                       candidate.first_uncleanable_offset, now, stats)
-            truncated = self._take_truncation(candidate.key)
-            if truncated is not None:  # meanwhile: what was cleaned above it is gone
-                end_offset = min(end_offset, truncated)
-            entry = self._logs().get(candidate.key)
-            if entry is not None and entry[1] is log:
-                self.update_checkpoint(entry[0], candidate.key, end_offset)
-                if self._on_step is not None:
-                    self._on_step("checkpointed")
+                                       candidate.first_uncleanable_offset, now, stats,
+                                       truncation_epoch=candidate.truncation_epoch)
+            with self._lock:  # as `apply_truncations`: the epoch check and the write at once
+                if log.truncation_epoch != candidate.truncation_epoch:
+                    raise CleaningAbortedError(f"{log} was truncated while it was cleaned")
+                entry = self._logs().get(candidate.key)
+                checkpointed = entry is not None and entry[1] is log
+                if checkpointed:
+                    self._write_checkpoint(entry[0], candidate.key, end_offset)
+            if checkpointed and self._on_step is not None:
+                self._on_step("checkpointed")
             self.last_stats = stats
             self.runs += 1
             logger.info("cleaned %s up to offset %d in %.3fs: %d -> %d bytes, read %d "

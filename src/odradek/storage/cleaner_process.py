@@ -9,9 +9,10 @@ the first uncleanable offset, the log config, the aborted transactions and the l
 active producers), builds the offset map and writes each group's `.cleaned` files, exactly as
 `Cleaner` does in process. The swap stays in the broker: for each group the child asks the
 parent, which opens the `.cleaned` segment and calls `Log.replace_segments` under the log's
-lock, so the `.cleaned` -> `.swap` protocol and its crash safety are unchanged. The parent
-also runs the step hook (`ODRADEK_CLEANER_STEP_PAUSE_MS`) when the child reaches each step,
-while the child waits.
+lock, so the `.cleaned` -> `.swap` protocol and its crash safety are unchanged. The child
+reports each step and waits: the parent runs the step hook (`ODRADEK_CLEANER_STEP_PAUSE_MS`)
+and answers whether to go on (not once the log was truncated below its active segment: see
+`LogCleaner.on_truncation`).
 
 Lifetime: the child exits when its connection to the broker closes (EOF between cleanings)
 and a watchdog thread ends it within `PARENT_POLL_S` once its parent process is gone (a kill
@@ -22,6 +23,7 @@ fewer cleaner threads) kills the child; a cleaning in progress aborts with nothi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -80,7 +82,6 @@ class CleaningJob:
     last_records: dict[int, tuple[int | None, int]]
     cleaner_config: CleanerConfig
     max_io_bytes_per_second: float
-    report_steps: bool
 
 
 class ProcessCleaner:
@@ -125,9 +126,11 @@ class ProcessCleaner:
             return self._conn
 
     def clean(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int,
-              now_ms: int, stats: CleanerStats | None = None) -> int:
+              now_ms: int, stats: CleanerStats | None = None, *,
+              truncation_epoch: int | None = None) -> int:
         """As `Cleaner.clean`; CleaningAbortedError when the child died or was closed."""
         stats = stats or CleanerStats()
+        epoch = log.truncation_epoch if truncation_epoch is None else truncation_epoch
         active = log.active_segment
         segments = [s for s in log.log_segments()
                     if s.base_offset < first_uncleanable_offset and s is not active]
@@ -147,8 +150,7 @@ class ProcessCleaner:
                                                            first_uncleanable_offset)),
             last_records=log.last_records_of_active_producers(),
             cleaner_config=self.config,
-            max_io_bytes_per_second=rate / max(self.config.num_threads, 1),
-            report_steps=self.on_step is not None)
+            max_io_bytes_per_second=rate / max(self.config.num_threads, 1))
         by_base = {s.base_offset: s for s in segments}
         conn = self._connection()
         try:
@@ -159,9 +161,10 @@ class ProcessCleaner:
                 if kind == "step":
                     if self.on_step is not None:
                         self.on_step(message[1])
-                    conn.send(True)
+                    # Whether to go on: not after a truncation below the active segment.
+                    conn.send(log.truncation_epoch == epoch)
                 elif kind == "swap":
-                    conn.send(self._swap(log, [by_base[base] for base in message[1]]))
+                    conn.send(self._swap(log, [by_base[base] for base in message[1]], epoch))
                 else:
                     break
         except (EOFError, OSError) as error:
@@ -182,13 +185,14 @@ class ProcessCleaner:
             setattr(stats, item.name, getattr(child_stats, item.name))
         return message[1]
 
-    def _swap(self, log: Log, group: list[LogSegment]) -> bool:
+    def _swap(self, log: Log, group: list[LogSegment], truncation_epoch: int) -> bool:
         config = log.config
         cleaned = LogSegment(log.dir, group[0].base_offset,
                              index_interval_bytes=config.index_interval_bytes,
                              max_index_size=config.segment_index_bytes,
                              created_ms=log.clock(), suffix=CLEANED_SUFFIX, must_exist=True)
-        return log.replace_segments(cleaned, group, self.on_step)
+        return log.replace_segments(cleaned, group, self.on_step,
+                                    truncation_epoch=truncation_epoch)
 
     def _stop_child(self) -> None:
         process, conn = self._process, self._conn
@@ -218,6 +222,9 @@ class _Boundary:
 class SnapshotLog:
     """The part of `Log` the cleaner uses, over the snapshot's segment files; the swap is
     asked of the broker."""
+
+    # The broker checks truncations (at each step and swap); the snapshot never changes.
+    truncation_epoch = 0
 
     def __init__(self, job: CleaningJob, conn: Connection) -> None:
         self.dir = Path(job.directory)
@@ -256,7 +263,8 @@ class SnapshotLog:
         return self._job.last_records
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
-                         on_step: Callable[[str], None] | None = None) -> bool:
+                         on_step: Callable[[str], None] | None = None, *,
+                         truncation_epoch: int | None = None) -> bool:
         cleaned.close_handlers()  # the broker opens the files itself
         self._conn.send(("swap", [segment.base_offset for segment in old]))
         return bool(self._conn.recv())
@@ -264,6 +272,14 @@ class SnapshotLog:
     def close(self) -> None:
         for segment in self._segments:
             segment.close_handlers()
+
+
+def _report_step(conn: Connection, name: str, step: str) -> None:
+    """Tells the broker a step is reached (it runs its step hook meanwhile) and stops when
+    the broker says the log was truncated since the snapshot (Kafka's checkDone)."""
+    conn.send(("step", step))
+    if not conn.recv():
+        raise CleaningAbortedError(f"{name} was truncated while it was cleaned")
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -285,8 +301,7 @@ def serve(conn: Connection) -> None:
             cleaner = Cleaner(job.cleaner_config,
                               throttler=Throttler(job.max_io_bytes_per_second, yield_gil=False))
         cleaner.throttler.rate = job.max_io_bytes_per_second
-        cleaner.on_step = (lambda name: (conn.send(("step", name)), conn.recv())) \
-            if job.report_steps else None
+        cleaner.on_step = functools.partial(_report_step, conn, job.name)
         log: SnapshotLog | None = None
         try:
             log = SnapshotLog(job, conn)

@@ -33,6 +33,7 @@ keeps appending.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import functools
 import logging
@@ -42,7 +43,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -231,9 +232,14 @@ class Log:
         self._dir_needs_flush = True  # new segment files' directory entries
         self._max_offset_cache: tuple[int, int, LogEnd] | None = None
         self._truncations = 0  # bumped by every truncation; invalidates position caches
-        # Called with the new log end offset after a truncation (the log cleaner lowers its
-        # checkpoint, as Kafka's LogManager.truncateTo does); may run under the log's lock.
+        # The log cleaner's view of truncations (Kafka's LogManager.truncateTo, which aborts
+        # and pauses the cleaning of a log it truncates below the active segment's base): such
+        # a truncation calls `on_truncation` with the new active segment's base (the cleaner
+        # lowers its checkpoint to it), then bumps `truncation_epoch`, both under the log's
+        # lock. A cleaning that read the log at another epoch swaps nothing in
+        # (`replace_segments`), so none of its output built from truncated data survives.
         self.on_truncation: Callable[[int], None] | None = None
+        self._truncation_epoch = 0
         self._closed = False
         # After a crash the txn indexes of the recovered segments are rewritten from a replay
         # that starts at or below the first of them (Kafka's recoverSegment).
@@ -253,6 +259,12 @@ class Log:
     @property
     def recovery_point(self) -> int:
         return self._recovery_point
+
+    @property
+    def truncation_epoch(self) -> int:
+        """How many truncations below the active segment's base the log has had (see
+        `on_truncation`)."""
+        return self._truncation_epoch
 
     @property
     def high_watermark(self) -> int:
@@ -774,10 +786,13 @@ class Log:
 
     @_io_guarded
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
-                         on_step: Callable[[str], None] | None = None) -> bool:
+                         on_step: Callable[[str], None] | None = None, *,
+                         truncation_epoch: int | None = None) -> bool:
         """Swaps the cleaner's output `cleaned` (files `*.cleaned`, flushed) in for the
         segments `old` (Kafka's replaceSegments). Returns False, deleting `cleaned`, when the
-        log changed meanwhile (a truncation, retention or deletion removed one of `old`).
+        log changed meanwhile: a truncation, retention or deletion removed one of `old`, or
+        (given the `truncation_epoch` the cleaning read the log at) a truncation below the
+        active segment happened since.
 
         Crash safety: `.cleaned` -> `.swap` (durable) marks the output complete; the old
         segments are then renamed `.deleted` and the swap file takes their place. The loader
@@ -788,7 +803,9 @@ class Log:
         with self._lock:
             current = {id(segment) for segment in self._segments}
             if self._closed or not old or any(id(s) not in current for s in old) \
-                    or old[-1] is self._segments[-1]:
+                    or old[-1] is self._segments[-1] or (
+                        truncation_epoch is not None
+                        and truncation_epoch != self._truncation_epoch):
                 cleaned.delete()
                 return False
             cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -852,53 +869,65 @@ class Log:
             if self._segments[0].base_offset > target_offset:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
-            self._truncations += 1
-            # Snapshots above the new end describe batches about to go: delete them first
-            # (durably), so a crash midway never leaves one that the data contradicts.
-            if self.producer_state.delete_snapshots_above(target_offset):
-                fsync_dir(self.dir)
-            doomed = [s for s in self._segments if s.base_offset > target_offset]
-            if doomed:
-                self._remove_and_delete(doomed)
-            active = self._segments[-1]
-            found = active.translate_offset(target_offset)
-            new_end = target_offset
-            if found is not None and found[1].base_offset < target_offset:
-                new_end = found[1].base_offset  # a batch is removed whole
-            active.truncate_to(target_offset)
-            active.make_active()
-            self._end = LogEnd(new_end, active.base_offset, active.size)
-            self.leader_epoch_cache.truncate_from_end(new_end)
-            self._log_start_offset = min(self._log_start_offset, new_end)
-            self._recovery_point = min(self._recovery_point, new_end)
-            self._high_watermark = min(self._high_watermark, new_end)
-            self._load_producer_state()
-        self._notify_truncation(new_end)
-        return True
+            # Within the active segment nothing a cleaning reads changes (Kafka's
+            # needToStopCleaner).
+            below_active = target_offset < self._segments[-1].base_offset
+            with self._truncating_below_active() if below_active else contextlib.nullcontext():
+                self._truncations += 1
+                # Snapshots above the new end describe batches about to go: delete them first
+                # (durably), so a crash midway never leaves one that the data contradicts.
+                if self.producer_state.delete_snapshots_above(target_offset):
+                    fsync_dir(self.dir)
+                doomed = [s for s in self._segments if s.base_offset > target_offset]
+                if doomed:
+                    self._remove_and_delete(doomed)
+                active = self._segments[-1]
+                found = active.translate_offset(target_offset)
+                new_end = target_offset
+                if found is not None and found[1].base_offset < target_offset:
+                    new_end = found[1].base_offset  # a batch is removed whole
+                active.truncate_to(target_offset)
+                active.make_active()
+                self._end = LogEnd(new_end, active.base_offset, active.size)
+                self.leader_epoch_cache.truncate_from_end(new_end)
+                self._log_start_offset = min(self._log_start_offset, new_end)
+                self._recovery_point = min(self._recovery_point, new_end)
+                self._high_watermark = min(self._high_watermark, new_end)
+                self._load_producer_state()
+            return True
 
-    def _notify_truncation(self, new_end: int) -> None:
-        listener = self.on_truncation
-        if listener is not None:
-            listener(new_end)
+    @contextlib.contextmanager
+    def _truncating_below_active(self) -> Iterator[None]:
+        """Around a truncation that may remove what a cleaning read (under the log's lock):
+        afterwards, even a failed one, the cleaner learns the new active segment's base and
+        the epoch moves, in that order (a cleaning that sees the new epoch is selected with
+        the lowered checkpoint)."""
+        try:
+            yield
+        finally:
+            listener = self.on_truncation
+            if listener is not None:
+                listener(self._segments[-1].base_offset)
+            self._truncation_epoch += 1
 
     @_io_guarded
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Deletes all data; the log restarts empty at `new_offset`."""
         with self._lock:
             self._check_open()
-            self._truncations += 1
-            self.producer_state.truncate_fully()  # before the data goes, as in truncate_to
-            old = list(self._segments)
-            self._retire(old)  # renamed first: the new segment may reuse a base offset
-            segment = self._new_segment(new_offset)
-            self._set_segments((segment,))
-            self._end = LogEnd(new_offset, new_offset, 0)
-            self.leader_epoch_cache.clear_and_flush()
-            self._log_start_offset = new_offset
-            self._recovery_point = new_offset
-            self._high_watermark = new_offset
-            self._dir_needs_flush = True
-        self._notify_truncation(new_offset)
+            with self._truncating_below_active():
+                self._truncations += 1
+                self.producer_state.truncate_fully()  # before the data goes, as in truncate_to
+                old = list(self._segments)
+                self._retire(old)  # renamed first: the new segment may reuse a base offset
+                segment = self._new_segment(new_offset)
+                self._set_segments((segment,))
+                self._end = LogEnd(new_offset, new_offset, 0)
+                self.leader_epoch_cache.clear_and_flush()
+                self._log_start_offset = new_offset
+                self._recovery_point = new_offset
+                self._high_watermark = new_offset
+                self._dir_needs_flush = True
 
     # -- producer state --------------------------------------------------------------------
     def _load_producer_state(self, rebuild_from: int | None = None) -> None:
