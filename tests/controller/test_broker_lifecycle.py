@@ -179,6 +179,31 @@ def test_controlled_shutdown_moves_leaderships_then_lets_the_broker_go(tmp_path)
     run(scenario)
 
 
+def test_a_broker_fenced_by_its_controlled_shutdown_registers_again_at_once(tmp_path):
+    """Kafka's hasValidSession is false for a fenced broker: a broker that shut down cleanly
+    (fenced at the end) comes back without waiting out a session, also after the controller
+    itself restarted (a new activation gives sessions to unfenced brokers only)."""
+    async def scenario() -> None:
+        controller, _clock = await started(tmp_path)
+        epoch = await joined(controller, 2)
+        await joined(controller, 3)
+        for _ in range(2):  # into controlled shutdown, then out of it once it has seen that
+            reply = await controller.broker_heartbeat(2, epoch, controller.image.offset,
+                                                      want_shutdown=True)
+        assert reply.should_shut_down and controller.image.brokers[2].fenced
+        controller.on_activation(True)  # the controller restarts (here: activates again)
+        epoch = await controller.register_broker(registration(2))
+        assert controller.image.brokers[2].epoch == epoch
+        # An unfenced broker's session is still honoured after the new activation.
+        with pytest.raises(KafkaError) as refused:
+            await controller.register_broker(registration(3))
+        assert refused.value.code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+        controller.on_activation(False)
+        await controller.quorum.close()
+
+    run(scenario)
+
+
 def test_a_restarted_broker_gives_up_its_leaderships_when_it_registers_again(tmp_path):
     async def scenario() -> None:
         controller, clock = await started(tmp_path)

@@ -73,7 +73,8 @@ class BrokerHeartbeatManager:
         self._last_contact_ms.pop(broker_id, None)
 
     def reset(self, broker_ids: Iterable[int]) -> None:
-        """A new active controller: every registered broker gets a full session."""
+        """A new active controller: every broker given (the unfenced ones) gets a full
+        session."""
         now = self.clock.time_ms()
         self._last_contact_ms = dict.fromkeys(broker_ids, now)
 
@@ -114,7 +115,9 @@ def registration_records(image: MetadataImage, request: BrokerRegistrationReques
     records: list[Any] = []
     existing = image.brokers.get(request.broker_id)
     if existing is not None:
-        if (existing.incarnation_id != request.incarnation_id
+        # A fenced broker has no session to protect (Kafka's hasValidSession): after a clean
+        # shutdown (fenced at its end) the next incarnation registers at once.
+        if (existing.incarnation_id != request.incarnation_id and not existing.fenced
                 and heartbeats.has_valid_session(request.broker_id)):
             raise KafkaError(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                              f"Another broker is registered with that broker id "

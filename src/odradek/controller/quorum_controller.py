@@ -168,13 +168,14 @@ class QuorumController:
 
     def on_activation(self, active: bool) -> None:
         """Told by the quorum when this node becomes (or stops being) the active controller. A
-        new active controller gives every registered broker a full session and starts
-        expiring sessions; a former one stops."""
+        new active controller gives every unfenced broker a full session and starts expiring
+        sessions; a former one stops."""
         for task in self._periodic:
             task.cancel()
         self._periodic = []
         if active:
-            self.heartbeats.reset(self.image.brokers)
+            self.heartbeats.reset(broker_id for broker_id, registration
+                                  in self.image.brokers.items() if not registration.fenced)
             self._controlled_shutdown_offsets.clear()
             loop = asyncio.get_running_loop()
             self._periodic.append(loop.create_task(self._expire_sessions()))
