@@ -244,14 +244,16 @@ class QuorumCluster:
         for node in self.nodes.values():
             node.start()
 
-    def stop(self, timeout: float = 20, quorum_gone_grace: float = 2.0) -> None:
-        """SIGTERM to every running node at once, then wait (SIGKILL after `timeout`). A node
-        a test paused (SIGSTOP) is resumed first: a stopped process cannot take SIGTERM.
+    def stop(self, timeout: float = 6, quorum_gone_grace: float = 2.0) -> None:
+        """The end of a test: SIGTERM to every running node at once, then wait (SIGKILL after
+        `timeout`). A node a test paused (SIGSTOP) is resumed first: a stopped process cannot
+        take SIGTERM.
 
-        Once fewer than a majority of the voters run, nothing commits any more: a node still
-        in its controlled shutdown then waits out broker.session.timeout.ms (9 s) for a reply
-        that cannot come, so it is killed `quorum_gone_grace` seconds later (every cluster
-        test's teardown waited those 9 s)."""
+        Nodes whose controlled shutdowns wait on controllers that are stopping too wait out
+        broker.session.timeout.ms (9 s), which nothing at the end of a test needs (every
+        cluster test's teardown waited it): once fewer than a majority of the voters run,
+        nothing commits any more and what still runs is killed `quorum_gone_grace` seconds
+        later; otherwise after `timeout`."""
         running = self.live_nodes()
         for node in running:
             node.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]

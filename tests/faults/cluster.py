@@ -163,7 +163,7 @@ class FaultCluster(QuorumCluster):
             self.resume(node_id)
         if self.network is not None:
             self.network.heal_all()
-        self.stop(timeout=15)
+        self.stop()
         self.kill_all()
 
     def log_tails(self, lines: int = 30) -> str:
