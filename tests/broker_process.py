@@ -19,6 +19,13 @@ from odradek.protocol import messages as m
 
 ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
 
+#: Overrides for a broker a test restarts: a restarted node registers again only once its
+#: previous incarnation's session has run out (DUPLICATE_BROKER_REGISTRATION until then), which
+#: is broker.session.timeout.ms (Kafka's 9 s) after its controller became active; 3 s with
+#: heartbeats every 300 ms, as the cluster tests use.
+SHORT_BROKER_SESSION = {"broker.session.timeout.ms": "3000",
+                        "broker.heartbeat.interval.ms": "300"}
+
 
 def free_port() -> int:
     with socket.socket() as s:

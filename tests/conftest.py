@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker_process import BrokerProcess
+from broker_process import SHORT_BROKER_SESSION, BrokerProcess
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,6 @@ def odradek_broker(tmp_path_factory):
 @pytest.fixture
 def fresh_broker(tmp_path):
     """A broker of the test's own, for restart/crash scenarios."""
-    broker = BrokerProcess(tmp_path)
+    broker = BrokerProcess(tmp_path, SHORT_BROKER_SESSION)
     yield broker
     broker.kill()

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import SHORT_BROKER_SESSION, BrokerProcess
 from group_members import (
     ProcessMember,
     ThreadMember,
@@ -278,7 +278,8 @@ def test_group_max_size_and_initial_rebalance_delay(tmp_path: Path):
 
 
 def test_committed_offsets_survive_a_broker_restart(tmp_path: Path):
-    broker = BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "3"}).start()
+    broker = BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "3",
+                                                **SHORT_BROKER_SESSION}).start()
     try:
         topic, group = _topic(broker, 2), "restart-group"
         _produce(broker, topic, 2, 0, 20)

@@ -10,7 +10,7 @@ import re
 import threading
 import time
 
-from broker_process import BrokerProcess
+from broker_process import SHORT_BROKER_SESSION, BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -40,7 +40,7 @@ def _read_all(bootstrap: str, count: int) -> list[int]:
 
 
 def test_an_idempotent_stream_survives_clean_and_unclean_restarts(tmp_path):
-    broker = BrokerProcess(tmp_path).start()
+    broker = BrokerProcess(tmp_path, SHORT_BROKER_SESSION).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": str(64 * 1024)})]

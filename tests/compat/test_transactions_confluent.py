@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import SHORT_BROKER_SESSION, BrokerProcess
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -213,7 +213,7 @@ def test_broker_restart_in_the_middle_of_a_transaction(tmp_path, commit):
     state restores it from the log, and read_committed sees all of it or nothing."""
     broker = BrokerProcess(tmp_path, overrides={
         "transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
-    }).start()
+        **SHORT_BROKER_SESSION}).start()
     try:
         topic = _topic("txn-restart", broker)
         producer = _producer(broker, f"restart-{uuid.uuid4().hex[:6]}",

@@ -7,14 +7,14 @@ current leader of a partition."""
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 
-from broker_process import ODRADEK, free_port, wait_until
+from broker_process import free_port, wait_until
 from quorum_cluster import ClusterNode, QuorumCluster
 from small_disk import SmallDisk
 
 from faults.netns import NetnsNetwork
+from odradek.cli.storage import random_uuid
 
 NETNS_BROKER_PORT = 9092  # every node has an address of its own: fixed ports will do
 NETNS_CONTROLLER_PORT = 9093
@@ -55,8 +55,7 @@ class FaultCluster(QuorumCluster):
             for node_id, node in self.nodes.items():
                 self.disks[node_id] = SmallDisk(node.workdir / "data", disk_bytes).mount()
         self.paused: set[int] = set()
-        self.cluster_id = subprocess.run([*ODRADEK, "storage", "random-uuid"], check=True,
-                                         capture_output=True, text=True).stdout.strip()
+        self.cluster_id = random_uuid()  # as QuorumCluster: no process start for it
 
     @property
     def bootstrap(self) -> str:
@@ -164,7 +163,7 @@ class FaultCluster(QuorumCluster):
             self.resume(node_id)
         if self.network is not None:
             self.network.heal_all()
-        self.stop(timeout=15)
+        self.stop()
         self.kill_all()
 
     def log_tails(self, lines: int = 30) -> str:

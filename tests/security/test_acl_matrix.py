@@ -38,7 +38,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 from odradek.security.acl import ResourceType as Rt
 from odradek.security.acl import all_operations_bitfield
-from tests.broker_process import BrokerProcess, free_port, wait_until
+from tests.broker_process import SHORT_BROKER_SESSION, BrokerProcess, free_port, wait_until
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret",
          "mallory": "mallory-secret"}
@@ -92,6 +92,7 @@ def start_acl_broker(workdir: Path, allow_everyone: bool) -> AclBroker:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
         "allow.everyone.if.no.acl.found": str(allow_everyone).lower(),
+        **SHORT_BROKER_SESSION,  # test_acls_survive_a_restart restarts it
     }
     process = BrokerProcess(workdir, overrides=overrides)
     process.port, process.controller_port = plaintext, controller

@@ -113,8 +113,10 @@ def test_throttle_time_in_the_response_and_the_channel_muted(broker):
     with RawClient(broker.host, broker.port) as client:  # client id "raw-test"
         client.create_topic("quota-raw")
         alter_quota(client, [("client-id", "raw-test")], producer_byte_rate=10_000)
-        # Resolutions follow the metadata image: wait until the quota bites.
-        batch = build_batch([(int(time.time() * 1000), None, b"r" * 1000)] * 200)
+        # Resolutions follow the metadata image: wait until the quota bites. The throttle
+        # (Kafka's QuotaUtils.throttleTime) is about bytes / rate - window: 80 kB against 10 kB/s
+        # over a 4-5 s window owes 3-4 s (not 16 s as 200 kB would), enough to see the mute.
+        batch = build_batch([(int(time.time() * 1000), None, b"r" * 1000)] * 80)
 
         def throttled():
             response = client.call(0, 9, produce_request("quota-raw", 0, batch))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from broker_process import BrokerProcess, wait_until
+from broker_process import SHORT_BROKER_SESSION, BrokerProcess, wait_until
 from server.raw_client import RawClient, batch_offsets, fetch_request, fetched, produce_request
 from small_disk import DiskUnavailable, SmallDisk
 
@@ -29,7 +29,7 @@ def test_a_full_disk_halts_the_broker_and_a_restart_recovers_every_acked_batch(t
         disk.mount()
     except DiskUnavailable as error:
         pytest.skip(str(error))
-    broker = BrokerProcess(tmp_path, {"log.segment.bytes": str(4 << 20)})
+    broker = BrokerProcess(tmp_path, {"log.segment.bytes": str(4 << 20), **SHORT_BROKER_SESSION})
     try:
         broker.start()
         acked: dict[int, int] = {}  # batch index -> base offset

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from broker_process import BrokerProcess, commit_repeatedly, log_bytes, wait_until
+from broker_process import (
+    SHORT_BROKER_SESSION,
+    BrokerProcess,
+    commit_repeatedly,
+    log_bytes,
+    wait_until,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -155,7 +161,7 @@ def test_cleaner_process_ends_with_the_broker_killed_or_stopped(tmp_path: Path) 
     cleaning (paused at a step) leaves no orphan, and a clean shutdown ends it promptly."""
     from odradek.storage.cleaner import STEP_PAUSE_ENV
 
-    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100"},
+    broker = BrokerProcess(tmp_path, {"log.cleaner.backoff.ms": "100", **SHORT_BROKER_SESSION},
                            env={STEP_PAUSE_ENV: "3000"}).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
