@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -108,6 +109,60 @@ def own_cpu_seconds() -> float:
     return times.user + times.system
 
 
+class BusiestThread:
+    """The share of one core used by this process's busiest thread (librdkafka's broker thread,
+    or the Python loop) over a timed window: per-thread CPU time from /proc/self/task, sampled
+    every 50 ms (librdkafka's threads end with their client, so they are read while they run).
+    A share near 1.0 means the client, not the broker, sets the pace."""
+
+    def __init__(self) -> None:
+        self._samples: list[tuple[float, dict[int, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _sample() -> dict[int, float]:
+        ticks = os.sysconf("SC_CLK_TCK")
+        seen = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            seen[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+        return seen
+
+    def _run(self) -> None:
+        while True:
+            self._samples.append((time.perf_counter(), self._sample()))
+            if self._stop.wait(0.05):
+                return
+
+    def share(self, window_start: float, window_end: float) -> float:
+        """The busiest thread's CPU between two perf_counter instants, per second. A thread's
+        baseline is its CPU in the last sample before the window (0 if it was born inside);
+        its end, the last sample of it inside the window (it may have ended before)."""
+        self._stop.set()
+        self._thread.join()
+        before: dict[int, float] = {}
+        inside: dict[int, float] = {}
+        for at, cpu in self._samples:
+            if at < window_start:
+                before.update(cpu)
+            elif at <= window_end:
+                inside.update(cpu)
+        busiest = max((cpu - before.get(tid, 0.0) for tid, cpu in inside.items()
+                       if tid != self._thread.native_id), default=0.0)
+        return busiest / (window_end - window_start)
+
+
+def _unit(key: str) -> str:
+    return ("ms CPU/MB" if key.endswith("_cpu") else "of a core" if key.endswith("_busiest")
+            else "MB/s")
+
+
 def load_average() -> str:
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -147,19 +202,23 @@ def run(quick: bool = False, records: int | None = None) -> str:
                         topic = f"{side}-{round_}"
                         cpu_before = cpu_seconds(broker.proc.pid)
                         client_before = own_cpu_seconds()
+                        busiest = BusiestThread()
                         if phase == "produce":
                             _create(broker.bootstrap, topic)
                             elapsed = produce(sides[side], topic, n)
                         else:
                             elapsed = consume(sides[side], topic, n)
+                        timed_end = time.perf_counter()
                         cpu_ms = (cpu_seconds(broker.proc.pid) - cpu_before) * 1000
                         client_ms = (own_cpu_seconds() - client_before) * 1000
+                        row[f"{side}_{phase}_busiest"] = busiest.share(timed_end - elapsed,
+                                                                       timed_end)
                         row[f"{side}_{phase}"] = megabytes / elapsed
                         row[f"{side}_{phase}_cpu"] = cpu_ms / megabytes
                         row[f"{side}_{phase}_client_cpu"] = client_ms / megabytes
                 rows.append(row)
                 print(f"round {round_}: " + ", ".join(
-                    f"{k} {v:,.2f} {'ms CPU/MB' if k.endswith('_cpu') else 'MB/s'}"
+                    f"{k} {v:,.2f} {_unit(k)}"
                     for k, v in row.items()), flush=True)
         finally:
             broker.stop()
@@ -170,7 +229,8 @@ def run(quick: bool = False, records: int | None = None) -> str:
 
     def cpu(key: str) -> str:
         return (f"{statistics.median(r[f'{key}_cpu'] for r in rows):.2f} | "
-                f"{statistics.median(r[f'{key}_client_cpu'] for r in rows):.2f}")
+                f"{statistics.median(r[f'{key}_client_cpu'] for r in rows):.2f} | "
+                f"{statistics.median(r[f'{key}_busiest'] for r in rows):.2f}")
 
     def ratios(kind: str) -> list[float]:
         return [r[f"tls_{kind}"] / r[f"plaintext_{kind}"] for r in rows]
@@ -187,8 +247,9 @@ def run(quick: bool = False, records: int | None = None) -> str:
         "(2 cores shared with other agents' work)."),
         "",
         ("| path | MB/s per round | TLS / plaintext per round | median | broker ms CPU per MB "
-         "(median) | client ms CPU per MB (median) | goal |"),
-        "|---|---|---|---|---|---|---|",
+         "(median) | client ms CPU per MB (median) | client's busiest thread, share of a core "
+         "(median) | goal |"),
+        "|---|---|---|---|---|---|---|---|",
         (f"| produce, plaintext | {per_round('plaintext_produce')} | | | "
          f"{cpu('plaintext_produce')} | |"),
         (f"| produce, TLS | {per_round('tls_produce')} | "
