@@ -99,6 +99,20 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     57: 0,  # UpdateFeatures (carried out by the active controller; NOT_CONTROLLER elsewhere)
     80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
+
+#: admin APIs a controller listener takes straight from admin clients (KIP-919,
+#: `bootstrap.controllers`), as Kafka 4.0's ControllerApis: writes carried out by the active
+#: controller (NOT_CONTROLLER on the others, which clients retry), reads answered from this
+#: node's metadata image. Authorized with the connection's own principal.
+CONTROLLER_ADMIN_APIS = frozenset({
+    19, 20, 37,  # CreateTopics, DeleteTopics, CreatePartitions
+    32, 33, 44,  # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+    29, 30, 31,  # DescribeAcls, CreateAcls, DeleteAcls
+    49,  # AlterClientQuotas
+    50, 51,  # DescribeUserScramCredentials, AlterUserScramCredentials
+    43, 45, 46,  # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments
+})
+CONTROLLER_SERVED_VERSIONS.update(_from_spec_minimum(set(CONTROLLER_ADMIN_APIS)))
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
 
@@ -225,6 +239,19 @@ def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
                 80: raft.add_raft_voter, 81: raft.remove_raft_voter,
                 **client_quota_handlers(client_quotas)}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
+
+
+def controller_admin_handler_table(forwarded: dict[int, Handler], admin: AdminApis,
+                                   scram: ScramApis, acls: AclApis) -> dict[int, Handler]:
+    """The admin APIs of controller listeners: the writes run the handlers of forwarded
+    requests (`forwarded`: as bound for FORWARDED, with their controller mutation quotas),
+    the reads this node's own."""
+    reads = {32: admin.describe_configs, 29: acls.describe_acls,
+             50: scram.describe_user_scram_credentials}
+    handlers = {**{key: forwarded[key] for key in CONTROLLER_ADMIN_APIS if key in forwarded},
+                **reads}
+    assert set(handlers) == CONTROLLER_ADMIN_APIS, sorted(CONTROLLER_ADMIN_APIS - set(handlers))
+    return handlers
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,
