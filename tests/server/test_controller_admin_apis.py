@@ -344,3 +344,22 @@ def test_configs_tool_with_bootstrap_controller(node, capsys):
         entries = admin.describe_configs([ConfigResource.topic(topic)])[
             ConfigResource.topic(topic)]
     assert entries["retention.ms"].value == "7200000"
+
+
+def test_broker_unregistered(node):
+    cluster_id = node.call(60, 1, m.DescribeClusterRequest(endpoint_type=2)).cluster_id
+    R = m.BrokerRegistrationRequest
+    registered = node.call(62, 4, R(
+        broker_id=42, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+        listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0)],
+        features=[R.Feature(name="metadata.version", min_supported_version=1,
+                            max_supported_version=30)],
+        rack=None, is_migrating_zk_broker=False, log_dirs=[], previous_broker_epoch=-1))
+    assert registered.error_code == ErrorCode.NONE
+    unregister = m.UnregisterBrokerRequest(broker_id=42)
+    assert node.call_as("mallory", unregister, 0).error_code == \
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert node.call(64, 0, unregister).error_code == ErrorCode.NONE
+    again = node.call(64, 0, unregister)
+    assert (again.error_code, again.error_message) == (
+        ErrorCode.BROKER_ID_NOT_REGISTERED, "Broker ID 42 is not currently registered")

@@ -111,6 +111,7 @@ CONTROLLER_ADMIN_APIS = frozenset({
     49,  # AlterClientQuotas
     50, 51,  # DescribeUserScramCredentials, AlterUserScramCredentials
     43, 45, 46,  # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments
+    64,  # UnregisterBroker
 })
 CONTROLLER_SERVED_VERSIONS.update(_from_spec_minimum(set(CONTROLLER_ADMIN_APIS)))
 # APIs a controller listener answers (the rest belong to broker listeners).
@@ -242,14 +243,15 @@ def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
 
 
 def controller_admin_handler_table(forwarded: dict[int, Handler], admin: AdminApis,
-                                   scram: ScramApis, acls: AclApis) -> dict[int, Handler]:
+                                   scram: ScramApis, acls: AclApis,
+                                   controller: ControllerApis) -> dict[int, Handler]:
     """The admin APIs of controller listeners: the writes run the handlers of forwarded
     requests (`forwarded`: as bound for FORWARDED, with their controller mutation quotas),
-    the reads this node's own."""
-    reads = {32: admin.describe_configs, 29: acls.describe_acls,
-             50: scram.describe_user_scram_credentials}
+    the reads (from this node's metadata image) and UnregisterBroker their own."""
+    own = {32: admin.describe_configs, 29: acls.describe_acls,
+           50: scram.describe_user_scram_credentials, 64: controller.unregister_broker}
     handlers = {**{key: forwarded[key] for key in CONTROLLER_ADMIN_APIS if key in forwarded},
-                **reads}
+                **own}
     assert set(handlers) == CONTROLLER_ADMIN_APIS, sorted(CONTROLLER_ADMIN_APIS - set(handlers))
     return handlers
 
