@@ -346,16 +346,20 @@ def test_configs_tool_with_bootstrap_controller(node, capsys):
     assert entries["retention.ms"].value == "7200000"
 
 
-def test_broker_unregistered(node):
+def _register(node: Node, broker_id: int) -> None:
     cluster_id = node.call(60, 1, m.DescribeClusterRequest(endpoint_type=2)).cluster_id
     R = m.BrokerRegistrationRequest
     registered = node.call(62, 4, R(
-        broker_id=42, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+        broker_id=broker_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
         listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=1, security_protocol=0)],
         features=[R.Feature(name="metadata.version", min_supported_version=1,
                             max_supported_version=30)],
         rack=None, is_migrating_zk_broker=False, log_dirs=[], previous_broker_epoch=-1))
     assert registered.error_code == ErrorCode.NONE
+
+
+def test_broker_unregistered(node):
+    _register(node, 42)
     unregister = m.UnregisterBrokerRequest(broker_id=42)
     assert node.call_as("mallory", unregister, 0).error_code == \
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -363,3 +367,8 @@ def test_broker_unregistered(node):
     again = node.call(64, 0, unregister)
     assert (again.error_code, again.error_message) == (
         ErrorCode.BROKER_ID_NOT_REGISTERED, "Broker ID 42 is not currently registered")
+    # On a broker listener too (forwarded to the active controller, here this node).
+    _register(node, 43)
+    with RawClient("127.0.0.1", node.process.port) as client:
+        response = client.call(64, 0, m.UnregisterBrokerRequest(broker_id=43))
+    assert response.error_code == ErrorCode.NONE

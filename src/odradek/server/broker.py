@@ -753,7 +753,8 @@ class Broker:
         cache.subscribe(mutation_quotas.apply_image)
         # Forwarded requests are carried out here, as the active controller.
         forwarded = mutation_quotas.wrap(
-            forwarded_handler_table(admin, raft, scram, acls, client_quotas))
+            forwarded_handler_table(admin, raft, scram, acls, client_quotas,
+                                    self.controller_apis))
         self.apis.bind(forwarded, FORWARDED)
         # Admin clients with `bootstrap.controllers` (KIP-919): the same execution as a
         # forwarded request, for the principal of their own connection.
@@ -800,6 +801,7 @@ class Broker:
             scram=scram,
             client_quotas=client_quotas,
             acls=acls,
+            controller=self.controller_apis,
         )
         handlers = mutation_quotas.wrap(handlers)
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
