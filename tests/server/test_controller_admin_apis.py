@@ -302,6 +302,12 @@ def test_requests_authorized_for_the_connections_principal(node):
     assert node.call_as("admin", describe, 4).results[0].error_code == ErrorCode.NONE
     acls = node.call_as("mallory", m.CreateAclsRequest(creations=[_acl_creation("x")]), 3)
     assert acls.results[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # DescribeCluster on a controller listener needs ALTER on the cluster (Kafka's
+    # ControllerApis), unlike on a broker listener.
+    cluster = m.DescribeClusterRequest(endpoint_type=2)
+    assert node.call_as("mallory", cluster, 1).error_code == \
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert node.call_as("admin", cluster, 1).error_code == ErrorCode.NONE
 
 
 def run_configs(capsys, *args: str) -> tuple[int, str, str]:

@@ -240,6 +240,10 @@ class MetadataApis:
         on_controller = self.listener_kind(ctx.listener) == "controller"
         expected = ENDPOINT_TYPE_CONTROLLER if on_controller else ENDPOINT_TYPE_BROKER
         requested = req.endpoint_type
+        if on_controller and not ctx.authorize_cluster(AclOperation.ALTER):
+            # Kafka's ControllerApis: unlike on a broker, ALTER on the cluster is needed.
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     error_message="Cluster authorization failed.", cluster_id="")
         if requested not in ENDPOINT_TYPE_NAMES:
             return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
                      else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
