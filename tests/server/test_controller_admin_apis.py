@@ -21,11 +21,12 @@ from broker_process import BrokerProcess, free_port
 from raw_client import RawClient
 
 from odradek.cli import configs
-from odradek.client import Admin, ConfigResource
+from odradek.client import Admin, ConfigResource, NewTopic
 from odradek.client.connection import Connection
+from odradek.client.errors import KafkaConfigError
 from odradek.client.security import SaslCredentials
 from odradek.protocol import messages as m
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.apis import CONTROLLER_ADMIN_APIS
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "tools" / "kafka-protocol" / "messages"
@@ -378,3 +379,22 @@ def test_broker_unregistered(node):
     with RawClient("127.0.0.1", node.process.port) as client:
         response = client.call(64, 0, m.UnregisterBrokerRequest(broker_id=43))
     assert response.error_code == ErrorCode.NONE
+
+
+def test_admin_client_with_bootstrap_controllers(node):
+    """Kafka's admin client with `bootstrap.controllers`: the controllers are its nodes, the
+    active one its controller; what needs topic metadata fails, as controllers serve no
+    Metadata."""
+    topic = _name("ctl-admin")
+    with Admin({"bootstrap.controllers": node.controller}) as admin:
+        cluster = admin.describe_cluster()
+        assert [(n.id, n.port) for n in cluster.nodes] == [(1, node.process.controller_port)]
+        assert cluster.controller.id == 1
+        assert set(admin.create_topics([NewTopic(topic, 2, 1)])) == {topic}
+        assert admin.create_partitions({topic: 3}) == {topic: None}
+        with pytest.raises(KafkaError) as raised:
+            admin.list_topics()
+        assert raised.value.code == ErrorCode.UNSUPPORTED_VERSION
+    with pytest.raises(KafkaConfigError, match="both bootstrap.servers and bootstrap.controllers"):
+        Admin({"bootstrap.controllers": node.controller,
+               "bootstrap.servers": node.process.bootstrap})

@@ -994,7 +994,8 @@ class Admin(SyncFacade[AdminClient]):
     thread. Use as a context manager, or call `close`."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig) -> None:
-        parsed = config if isinstance(config, ClientConfig) else ADMIN_CONFIG.parse(config)
+        parsed = config if isinstance(config, ClientConfig) \
+            else ADMIN_CONFIG.parse(admin_bootstrap(config))
         super().__init__(lambda: AdminClient(parsed), "odradek-admin")
 
     create_topics = blocking(AdminClient.create_topics)
