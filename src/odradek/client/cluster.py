@@ -458,12 +458,15 @@ class Cluster:
         response: MetadataResponse = await connection.send(
             request, api_version=version, timeout_ms=self.request_timeout(deadline))
         self.metadata.update(response, all_topics=topics is None)
+        self._metadata_updated()
+        return response
+
+    def _metadata_updated(self) -> None:
         self._metadata_stale = False
         # Connections opened before we knew which node an address is get their id now.
         for address, conn in self._connections.items():
             if conn.node_id is None:
                 conn.node_id = self._node_id_of(address)
-        return response
 
     async def _fetch_controllers(self, topics: frozenset[str] | None,
                                  deadline: Deadline) -> Any:
@@ -483,10 +486,7 @@ class Cluster:
             raise error
         self.metadata.update_nodes(response.cluster_id, response.controller_id, [
             Node(b.broker_id, b.host, b.port, b.rack) for b in response.brokers])
-        self._metadata_stale = False
-        for address, conn in self._connections.items():
-            if conn.node_id is None:
-                conn.node_id = self._node_id_of(address)
+        self._metadata_updated()
         return response
 
     def metadata_is_stale(self, topics: Iterable[str] = ()) -> bool:

@@ -251,15 +251,14 @@ def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
 
 
 def controller_admin_handler_table(forwarded: dict[int, Handler], admin: AdminApis,
-                                   scram: ScramApis, acls: AclApis,
-                                   controller: ControllerApis) -> dict[int, Handler]:
+                                   scram: ScramApis, acls: AclApis) -> dict[int, Handler]:
     """The admin APIs of controller listeners: the writes run the handlers of forwarded
     requests (`forwarded`: as bound for FORWARDED, with their controller mutation quotas),
     the reads (from this node's metadata image) their own."""
-    own = {32: admin.describe_configs, 29: acls.describe_acls,
-           50: scram.describe_user_scram_credentials, **unregister_broker_handlers(controller)}
+    reads = {32: admin.describe_configs, 29: acls.describe_acls,
+             50: scram.describe_user_scram_credentials}
     handlers = {**{key: forwarded[key] for key in CONTROLLER_ADMIN_APIS if key in forwarded},
-                **own}
+                **reads}
     assert set(handlers) == CONTROLLER_ADMIN_APIS, sorted(CONTROLLER_ADMIN_APIS - set(handlers))
     return handlers
 

@@ -758,8 +758,7 @@ class Broker:
         self.apis.bind(forwarded, FORWARDED)
         # Admin clients with `bootstrap.controllers` (KIP-919): the same execution as a
         # forwarded request, for the principal of their own connection.
-        self.apis.bind(controller_admin_handler_table(forwarded, admin, scram, acls,
-                                                      self.controller_apis),  # type: ignore[arg-type]
+        self.apis.bind(controller_admin_handler_table(forwarded, admin, scram, acls),
                        CONTROLLER_LISTENER)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
