@@ -351,9 +351,9 @@ class QuorumController:
     async def list_partition_reassignments(
             self, topics: Sequence[tuple[str, Sequence[int]]] | None
     ) -> list[tuple[str, list[OngoingReassignment]]]:
-        """ListPartitionReassignments (None: every partition), from the committed image."""
+        """ListPartitionReassignments (None: every partition), from the committed image: a
+        read, so any controller answers it (Kafka's appendReadEvent), not only the active one."""
         async with self._lock:
-            self._check_active()
             return list_partition_reassignments(self.image, topics)
 
     async def alter_partition(self, request: m.AlterPartitionRequest,
