@@ -392,6 +392,11 @@ def test_admin_client_with_bootstrap_controllers(node):
         assert cluster.controller.id == 1
         assert set(admin.create_topics([NewTopic(topic, 2, 1)])) == {topic}
         assert admin.create_partitions({topic: 3}) == {topic: None}
+        _register(node, 44)
+        admin.unregister_broker(44)
+        with pytest.raises(KafkaError) as missing:
+            admin.unregister_broker(44)
+        assert missing.value.code == ErrorCode.BROKER_ID_NOT_REGISTERED
         with pytest.raises(KafkaError) as raised:
             admin.list_topics()
         assert raised.value.code == ErrorCode.UNSUPPORTED_VERSION

@@ -654,6 +654,21 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
         return await self.cluster.call("describeCluster", attempt, timeout_ms=timeout_ms,
                                        retriable=lambda e: _is_transient(e, _BROKER_RETRY))
 
+    async def unregister_broker(self, broker_id: int, *, timeout_ms: float | None = None) -> None:
+        """Removes a broker's registration for good (UnregisterBroker, carried out by the active
+        controller); BROKER_ID_NOT_REGISTERED when it has none."""
+
+        async def attempt(deadline: Deadline) -> None:
+            connection = await self._controller(deadline)
+            response = await self._request(
+                connection, m.UnregisterBrokerRequest(broker_id=broker_id), deadline)
+            error = error_from_code(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+
+        await self.cluster.call("unregisterBroker", attempt, timeout_ms=timeout_ms,
+                                retriable=lambda e: _is_transient(e, _CONTROLLER_RETRY))
+
     async def list_client_metrics_resources(self, *,
                                             timeout_ms: float | None = None) -> list[str]:
         """The names of the client metrics subscriptions (ListClientMetricsResources)."""
@@ -1007,6 +1022,7 @@ class Admin(SyncFacade[AdminClient]):
     alter_configs = blocking(AdminClient.alter_configs)
     incremental_alter_configs = blocking(AdminClient.incremental_alter_configs)
     describe_cluster = blocking(AdminClient.describe_cluster)
+    unregister_broker = blocking(AdminClient.unregister_broker)
     describe_log_dirs = blocking(AdminClient.describe_log_dirs)
     alter_partition_reassignments = blocking(AdminClient.alter_partition_reassignments)
     list_partition_reassignments = blocking(AdminClient.list_partition_reassignments)
