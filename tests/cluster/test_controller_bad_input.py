@@ -21,6 +21,7 @@ import pytest
 from broker_process import wait_until
 from quorum_cluster import QuorumCluster, elapsed_since, send_request
 
+from odradek.client import Admin, NewTopic
 from odradek.protocol import framing
 from odradek.protocol import messages as m
 from odradek.protocol.errors import ErrorCode
@@ -310,6 +311,37 @@ def test_envelope_with_a_request_that_is_not_forwardable(quorum):
 
 
 # ----------------------------------------------------------------------------------------------
+# Admin requests sent straight to a controller listener (KIP-919)
+
+
+def test_admin_requests_to_a_controller_that_is_not_active(quorum):
+    """As Kafka's ControllerApis: a write only the active controller carries out answers
+    NOT_CONTROLLER on another voter (and changes nothing); reads from the metadata image are
+    answered there. An admin client given `bootstrap.controllers` finds the active one."""
+    before = quorum.state()
+    created = quorum.send(quorum.follower_id, 19, 7, m.CreateTopicsRequest(
+        timeout_ms=10_000, topics=[m.CreateTopicsRequest.CreatableTopic(
+            name="not-on-a-follower", num_partitions=1, replication_factor=1)]))
+    assert_code(created.topics[0].error_code, ErrorCode.NOT_CONTROLLER)
+    # A read: any controller answers it from its committed image (Kafka's appendReadEvent).
+    listed = quorum.send(quorum.follower_id, 46, 0, m.ListPartitionReassignmentsRequest(
+        timeout_ms=10_000, topics=None))
+    assert_code(listed.error_code, ErrorCode.NONE)
+    assert listed.topics == []
+    described = quorum.send(quorum.follower_id, 32, 4, m.DescribeConfigsRequest(
+        include_synonyms=False, include_documentation=False, resources=[
+            m.DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=4, resource_name=str(quorum.follower_id),
+                configuration_keys=["node.id"])]))
+    assert_code(described.results[0].error_code, ErrorCode.NONE)
+    assert [(c.name, c.value) for c in described.results[0].configs] == [
+        ("node.id", str(quorum.follower_id))]
+    assert quorum.state() == before
+    with Admin({"bootstrap.controllers": f"127.0.0.1:{quorum.port(quorum.follower_id)}"}) as admin:
+        assert admin.describe_cluster().controller.id == quorum.leader_id
+        admin.create_topics([NewTopic("straight-to-controllers", 1, 1)])
+    wait_until(lambda: "straight-to-controllers" in quorum.cluster.nodes[1].topic_names(),
+               SETTLE_S, message="the topic created through the controllers")
 
 
 def test_the_cluster_still_serves_clients_after_all_that(quorum):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from odradek.controller.cluster_control import unregister_records
 from odradek.controller.controller import replay_all
 from odradek.controller.replication_control import (
     ELECTION_PREFERRED,
@@ -336,6 +337,21 @@ def test_an_unregistered_broker_leaves_isrs_and_elrs():
     assert {(r.topic_id, r.isr[0] if r.isr else None) for r in records} == {
         (c.image.topics_by_name["t"].topic_id, None),
         (c.image.topics_by_name["u"].topic_id, None)}
+
+
+def test_unregister_broker_records():
+    """UnregisterBroker: the broker leaves its ISRs (a partition it led gets the next ISR
+    member), then its registration goes; an unknown id is BROKER_ID_NOT_REGISTERED."""
+    c = Cluster()
+    c.topic("t", ([1, 2, 3], [1, 2, 3], 2))
+    records = unregister_records(c.image, 2)
+    assert isinstance(records[-1], m.UnregisterBrokerRecord)
+    assert (records[-1].broker_id, records[-1].broker_epoch) == (2, epoch_of(2))
+    c.apply(records)
+    assert state(c.part()) == (1, (1, 3)) and 2 not in c.image.brokers
+    with pytest.raises(KafkaError) as refused:
+        unregister_records(c.image, 2)
+    assert refused.value.code == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 # -- ElectLeaders

@@ -201,9 +201,11 @@ def test_controller_listener_serves_only_controller_apis(odradek_broker):
         # connection-level ones.
         # The brokers' lifecycle (BrokerRegistration, BrokerHeartbeat, AllocateProducerIds) and
         # Envelope (admin requests forwarded by brokers). AlterPartition (partition leaders'
-        # ISR changes). KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
-        assert sorted(_advertised(s)) == [1, 17, 18, 36, 52, 53, 54, 55, 56, 57, 58, 59, 60, 62,
-                                          63, 67, 80, 81, 82]
+        # ISR changes). KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter. KIP-919's
+        # admin APIs (CreateTopics... UnregisterBroker) for `bootstrap.controllers`.
+        assert sorted(_advertised(s)) == [1, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 37, 43, 44,
+                                          45, 46, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59,
+                                          60, 62, 63, 64, 67, 80, 81, 82]
         _corr, cluster = _roundtrip(s, 60, 1, m.DescribeClusterRequest(endpoint_type=2))
         assert cluster.error_code == 0 and cluster.endpoint_type == 2
         assert [(b.broker_id, b.host, b.port) for b in cluster.brokers] == [

@@ -497,7 +497,10 @@ async def execute_async(options: ParsedOptions, types: list[str], names: list[st
     bootstrap = options.value("bootstrap-server") or options.value("bootstrap-controller")
     if options.has("alter") and len(types) != len(names):
         raise ConfigCommandError("An entity name must be specified for every entity type")
-    async with AdminClient(admin_props(options, bootstrap)) as admin:
+    props = admin_props(options, bootstrap)
+    if options.has("bootstrap-controller"):  # Kafka's bootstrap.controllers (KIP-919)
+        props["bootstrap.controllers"] = props.pop("bootstrap.servers")
+    async with AdminClient(props) as admin:
         if types[0] in QUOTA_ENTITY_TYPES:
             if options.has("alter"):
                 if not await alter_client_quota_entity(admin, options, types, names, out):

@@ -52,7 +52,7 @@ from odradek.client.admin_types import (
     TopicPartitionInfo,
 )
 from odradek.client.cluster import Cluster, RetryState, topic_metadata_from_response
-from odradek.client.config import ADMIN_CONFIG, ClientConfig
+from odradek.client.config import ADMIN_CONFIG, ClientConfig, admin_bootstrap
 from odradek.client.connection import Connection
 from odradek.client.errors import KafkaConnectionError, KafkaTimeoutError, error_from_code
 from odradek.client.retry import Deadline
@@ -129,7 +129,8 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
     Connects lazily; `close` (or ``async with``) when done."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig) -> None:
-        self.config = config if isinstance(config, ClientConfig) else ADMIN_CONFIG.parse(config)
+        self.config = config if isinstance(config, ClientConfig) \
+            else ADMIN_CONFIG.parse(admin_bootstrap(config))
         self.cluster = Cluster(self.config, default_client_id=f"adminclient-{next(_client_ids)}")
 
     async def close(self) -> None:
@@ -605,7 +606,11 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
         """The shared half of alter_configs and incremental_alter_configs."""
 
         async def send(node_id: int | None, group: list[ConfigResource], deadline: Deadline):
-            connection = await self._node(node_id, deadline)
+            # With `bootstrap.controllers`, what no one node answers goes to the active
+            # controller (Kafka's LeastLoadedBrokerOrActiveKController).
+            connection = await (self._controller(deadline) if node_id is None
+                                and self.cluster.to_controllers
+                                else self._node(node_id, deadline))
             response = await self._request(connection, build(group), deadline)
             outcomes: dict[ConfigResource, Outcome] = {}
             for result in response.responses:
@@ -634,6 +639,11 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
                 response = await self.cluster.refresh_metadata((), deadline=deadline)
                 nodes = [Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
                 return _cluster_description(response.cluster_id, response.controller_id, nodes)
+            if self.cluster.to_controllers:  # the controllers, as the cluster's nodes
+                await self.cluster.refresh_metadata((), deadline=deadline)
+                metadata = self.cluster.metadata
+                return _cluster_description(metadata.cluster_id, metadata.controller_id,
+                                            list(metadata.brokers.values()))
             response = await self._request(connection, m.DescribeClusterRequest(), deadline)
             error = error_from_code(response.error_code, response.error_message)
             if error is not None:
@@ -643,6 +653,21 @@ class AdminClient(GroupAdmin, TransactionAdmin, ScramAdmin, ClientQuotaAdmin, Ac
 
         return await self.cluster.call("describeCluster", attempt, timeout_ms=timeout_ms,
                                        retriable=lambda e: _is_transient(e, _BROKER_RETRY))
+
+    async def unregister_broker(self, broker_id: int, *, timeout_ms: float | None = None) -> None:
+        """Removes a broker's registration for good (UnregisterBroker, carried out by the active
+        controller); BROKER_ID_NOT_REGISTERED when it has none."""
+
+        async def attempt(deadline: Deadline) -> None:
+            connection = await self._controller(deadline)
+            response = await self._request(
+                connection, m.UnregisterBrokerRequest(broker_id=broker_id), deadline)
+            error = error_from_code(response.error_code, response.error_message)
+            if error is not None:
+                raise error
+
+        await self.cluster.call("unregisterBroker", attempt, timeout_ms=timeout_ms,
+                                retriable=lambda e: _is_transient(e, _CONTROLLER_RETRY))
 
     async def list_client_metrics_resources(self, *,
                                             timeout_ms: float | None = None) -> list[str]:
@@ -984,7 +1009,8 @@ class Admin(SyncFacade[AdminClient]):
     thread. Use as a context manager, or call `close`."""
 
     def __init__(self, config: Mapping[str, Any] | ClientConfig) -> None:
-        parsed = config if isinstance(config, ClientConfig) else ADMIN_CONFIG.parse(config)
+        parsed = config if isinstance(config, ClientConfig) \
+            else ADMIN_CONFIG.parse(admin_bootstrap(config))
         super().__init__(lambda: AdminClient(parsed), "odradek-admin")
 
     create_topics = blocking(AdminClient.create_topics)
@@ -996,6 +1022,7 @@ class Admin(SyncFacade[AdminClient]):
     alter_configs = blocking(AdminClient.alter_configs)
     incremental_alter_configs = blocking(AdminClient.incremental_alter_configs)
     describe_cluster = blocking(AdminClient.describe_cluster)
+    unregister_broker = blocking(AdminClient.unregister_broker)
     describe_log_dirs = blocking(AdminClient.describe_log_dirs)
     alter_partition_reassignments = blocking(AdminClient.alter_partition_reassignments)
     list_partition_reassignments = blocking(AdminClient.list_partition_reassignments)

@@ -30,7 +30,11 @@ from odradek.client.retry import Deadline, ExponentialBackoff
 from odradek.client.security import client_security
 from odradek.client.types import Node, PartitionMetadata, TopicMetadata, TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.messages import MetadataRequest, MetadataResponse
+from odradek.protocol.messages import (
+    DescribeClusterRequest,
+    MetadataRequest,
+    MetadataResponse,
+)
 
 __all__ = ["INVALID_METADATA_ERRORS", "Cluster", "MetadataCache", "RetryState"]
 
@@ -40,6 +44,8 @@ T = TypeVar("T")
 Address = tuple[str, int]
 
 METADATA_KEY = 3
+DESCRIBE_CLUSTER_KEY = 60
+ENDPOINT_TYPE_CONTROLLER = 2  # DescribeCluster's endpoint type of controller listeners
 
 #: Errors that mean the cached metadata is stale (Kafka's InvalidMetadataException family,
 #: plus lost connections): seeing one triggers a refresh before the retry.
@@ -110,6 +116,14 @@ class MetadataCache:
                 continue
             topics[topic.name] = topic_metadata_from_response(topic)
         self.topics = topics
+        self.updated_at = time.monotonic()
+
+    def update_nodes(self, cluster_id: str | None, controller_id: int,
+                     nodes: Iterable[Node]) -> None:
+        """Take in the nodes a DescribeCluster response names (no topics)."""
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = {node.id: node for node in nodes}
         self.updated_at = time.monotonic()
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
@@ -198,6 +212,9 @@ class Cluster:
         self.client_id: str = config["client.id"] or default_client_id
         self.bootstrap_addresses: list[Address] = parse_bootstrap_servers(
             config["bootstrap.servers"])
+        #: an admin client given `bootstrap.controllers` (KIP-919): the nodes it knows are the
+        #: controllers DescribeCluster names, the controller the active one; no topics.
+        self.to_controllers = bool(config.get("bootstrap.controllers"))
         self.request_timeout_ms: int = config["request.timeout.ms"]
         self.security = client_security(config)
         self.default_api_timeout_ms: int = config["default.api.timeout.ms"]
@@ -356,7 +373,19 @@ class Cluster:
 
     async def any_connection(self, deadline: Deadline | None = None) -> Connection:
         """A ready connection to the least loaded reachable broker (Kafka's leastLoadedNode).
-        Raises the last KafkaConnectionError when none can be reached now."""
+        Raises the last KafkaConnectionError when none can be reached now. With
+        `bootstrap.controllers`: the active controller when known (writes are carried out
+        there; any controller answers the reads), else the least loaded controller."""
+        if self.to_controllers:
+            metadata = await self.ensure_metadata(deadline=deadline)
+            if metadata.controller_id in metadata.brokers:
+                try:
+                    return await self.connection(metadata.controller_id, deadline)
+                except KafkaConnectionError:
+                    self.request_update()
+        return await self._least_loaded_connection(deadline)
+
+    async def _least_loaded_connection(self, deadline: Deadline | None = None) -> Connection:
         last_error: KafkaError | None = None
         for address in self._candidate_addresses():
             try:
@@ -415,6 +444,8 @@ class Cluster:
         deadline: Deadline | None,
     ) -> MetadataResponse:
         deadline = deadline or Deadline(self.request_timeout_ms)
+        if self.to_controllers:
+            return await self._fetch_controllers(topics, deadline)
         connection = await self.any_connection(deadline)
         # v1+: an empty array means "no topics", null means "all" (v0 could not say "none").
         version = connection.pick_version(METADATA_KEY, min_version=1)
@@ -427,11 +458,35 @@ class Cluster:
         response: MetadataResponse = await connection.send(
             request, api_version=version, timeout_ms=self.request_timeout(deadline))
         self.metadata.update(response, all_topics=topics is None)
+        self._metadata_updated()
+        return response
+
+    def _metadata_updated(self) -> None:
         self._metadata_stale = False
         # Connections opened before we knew which node an address is get their id now.
         for address, conn in self._connections.items():
             if conn.node_id is None:
                 conn.node_id = self._node_id_of(address)
+
+    async def _fetch_controllers(self, topics: frozenset[str] | None,
+                                 deadline: Deadline) -> Any:
+        """The controllers' metadata (DescribeCluster of controller endpoints), as Kafka's
+        admin client learns it with `bootstrap.controllers`; controllers serve no Metadata,
+        so topics cannot be asked (Kafka's UnsupportedVersionException)."""
+        if topics is None or topics:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                             "The node does not support METADATA")
+        connection = await self._least_loaded_connection(deadline)
+        request = DescribeClusterRequest(endpoint_type=ENDPOINT_TYPE_CONTROLLER)
+        response = await connection.send(
+            request, api_version=connection.pick_version(DESCRIBE_CLUSTER_KEY, min_version=1),
+            timeout_ms=self.request_timeout(deadline))
+        error = error_from_code(response.error_code, response.error_message)
+        if error is not None:
+            raise error
+        self.metadata.update_nodes(response.cluster_id, response.controller_id, [
+            Node(b.broker_id, b.host, b.port, b.rack) for b in response.brokers])
+        self._metadata_updated()
         return response
 
     def metadata_is_stale(self, topics: Iterable[str] = ()) -> bool:

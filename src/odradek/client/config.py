@@ -25,6 +25,7 @@ __all__ = [
     "ClientConfig",
     "ConfigKey",
     "ConfigSchema",
+    "admin_bootstrap",
     "at_least",
     "one_of",
     "parse_bootstrap_servers",
@@ -186,5 +187,27 @@ COMMON_CONFIG = ConfigSchema([
     ConfigKey("receive.buffer.bytes", "int", 65_536, at_least(-1)),
 ])
 
-#: The admin client's keys (Kafka's AdminClientConfig defaults).
-ADMIN_CONFIG = COMMON_CONFIG.extend(defaults={"connections.max.idle.ms": 300_000})
+def _check_controllers(name: str, value: Any) -> None:
+    if value:
+        parse_bootstrap_servers(value)
+
+
+#: The admin client's keys (Kafka's AdminClientConfig defaults). `bootstrap.controllers`
+#: (KIP-919): the controllers' listeners to talk to instead of brokers (`AdminClient` takes it
+#: in place of bootstrap.servers).
+ADMIN_CONFIG = COMMON_CONFIG.extend(
+    keys=[ConfigKey("bootstrap.controllers", "list", [], _check_controllers)],
+    defaults={"connections.max.idle.ms": 300_000})
+
+
+def admin_bootstrap(props: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Admin properties with `bootstrap.controllers` also as the addresses to connect to
+    (bootstrap.servers), as Kafka's AdminBootstrapAddresses: one of the two, not both."""
+    props = dict(props or {})
+    controllers = props.get("bootstrap.controllers")
+    if controllers:
+        if props.get("bootstrap.servers"):
+            raise KafkaConfigError("You cannot set both bootstrap.servers and "
+                                   "bootstrap.controllers.")
+        props["bootstrap.servers"] = controllers
+    return props

@@ -160,6 +160,20 @@ def fence_records(image: MetadataImage, broker_id: int,
     return _fence_records(image, broker_id, reg.epoch, broker_config)
 
 
+def unregister_records(image: MetadataImage, broker_id: int,
+                       broker_config: ConfigLookup | None = None) -> list[Any]:
+    """UnregisterBroker (Kafka's ReplicationControlManager.unregisterBroker): the broker leaves
+    the ISRs, ELRs and leaderships it holds, and its registration is removed. Raises
+    BROKER_ID_NOT_REGISTERED for a broker that has none."""
+    reg = image.brokers.get(broker_id)
+    if reg is None:
+        raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                         f"Broker ID {broker_id} is not currently registered")
+    return [*replication_control.handle_broker_unregistered(image, broker_id,
+                                                            broker_config=broker_config),
+            m.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=reg.epoch)]
+
+
 def heartbeat(image: MetadataImage, broker_id: int, broker_epoch: int, metadata_offset: int,
               want_fence: bool, want_shutdown: bool, controlled_shutdown_offset: int | None,
               broker_config: ConfigLookup | None = None) -> tuple[list[Any], HeartbeatReply]:

@@ -151,6 +151,16 @@ class QuorumController:
                 self._controlled_shutdown_offsets.pop(broker_id, None)
             return reply
 
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: raises KafkaError when refused (not the active controller, no
+        such registration)."""
+        async with self._lock:
+            self._check_active()
+            await self._commit(cluster_control.unregister_records(self.image, broker_id,
+                                                                  self.broker_config))
+            self.heartbeats.remove(broker_id)
+            self._controlled_shutdown_offsets.pop(broker_id, None)
+
     async def fence_stale_brokers(self) -> list[int]:
         """Fences the unfenced brokers whose session expired; returns their ids."""
         async with self._lock:
@@ -341,9 +351,9 @@ class QuorumController:
     async def list_partition_reassignments(
             self, topics: Sequence[tuple[str, Sequence[int]]] | None
     ) -> list[tuple[str, list[OngoingReassignment]]]:
-        """ListPartitionReassignments (None: every partition), from the committed image."""
+        """ListPartitionReassignments (None: every partition), from the committed image: a
+        read, so any controller answers it (Kafka's appendReadEvent), not only the active one."""
         async with self._lock:
-            self._check_active()
             return list_partition_reassignments(self.image, topics)
 
     async def alter_partition(self, request: m.AlterPartitionRequest,

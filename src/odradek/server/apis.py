@@ -74,6 +74,7 @@ SERVED_VERSIONS: dict[int, int] = {
         68, 69,  # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
         74,  # ListClientMetricsResources (KIP-714 subscriptions; no telemetry receiver)
         80, 81,  # AddRaftVoter, RemoveRaftVoter (forwarded to the active controller)
+        64,  # UnregisterBroker (forwarded to the active controller)
     }),
     0: ADVERTISED_PRODUCE_MIN_VERSION,
 }
@@ -99,6 +100,21 @@ CONTROLLER_SERVED_VERSIONS: dict[int, int] = {
     57: 0,  # UpdateFeatures (carried out by the active controller; NOT_CONTROLLER elsewhere)
     80: 0, 81: 0, 82: 0,  # AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter (KIP-853)
 }
+
+#: admin APIs a controller listener takes straight from admin clients (KIP-919,
+#: `bootstrap.controllers`), as Kafka 4.0's ControllerApis: writes carried out by the active
+#: controller (NOT_CONTROLLER on the others, which clients retry), reads answered from this
+#: node's metadata image. Authorized with the connection's own principal.
+CONTROLLER_ADMIN_APIS = frozenset({
+    19, 20, 37,  # CreateTopics, DeleteTopics, CreatePartitions
+    32, 33, 44,  # DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+    29, 30, 31,  # DescribeAcls, CreateAcls, DeleteAcls
+    49,  # AlterClientQuotas
+    50, 51,  # DescribeUserScramCredentials, AlterUserScramCredentials
+    43, 45, 46,  # ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments
+    64,  # UnregisterBroker
+})
+CONTROLLER_SERVED_VERSIONS.update(_from_spec_minimum(set(CONTROLLER_ADMIN_APIS)))
 # APIs a controller listener answers (the rest belong to broker listeners).
 CONTROLLER_APIS = frozenset(CONTROLLER_SERVED_VERSIONS)
 
@@ -119,6 +135,7 @@ FORWARDED_APIS = frozenset({
     51,  # AlterUserScramCredentials
     55,  # DescribeQuorum (answered by the leader, with every voter's and observer's progress)
     57,  # UpdateFeatures
+    64,  # UnregisterBroker
     80,  # AddRaftVoter
     81,  # RemoveRaftVoter
 })
@@ -139,8 +156,8 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
                   groups: GroupApis, admin: AdminApis, producer_ids: ProducerIdApis,
                   raft: RaftApis, producers: ProducerStateApis,
                   transactions: TransactionApis, scram: ScramApis,
-                  acls: AclApis, client_quotas: ClientQuotaApis | None = None
-                  ) -> dict[int, Handler]:
+                  acls: AclApis, client_quotas: ClientQuotaApis | None = None,
+                  controller: ControllerApis | None = None) -> dict[int, Handler]:
     """The handler of every API served on broker listeners, from the objects that answer each
     API family."""
     return {
@@ -186,7 +203,12 @@ def handler_table(*, metadata: MetadataApis, produce: ProduceApis, fetch: FetchA
         81: raft.remove_raft_voter,
         **admin_handler_table(admin),
         **client_quota_handlers(client_quotas),
+        **unregister_broker_handlers(controller),
     }
+
+
+def unregister_broker_handlers(controller: ControllerApis | None) -> dict[int, Handler]:
+    return {} if controller is None else {64: controller.unregister_broker}
 
 
 def client_quota_handlers(client_quotas: ClientQuotaApis | None) -> dict[int, Handler]:
@@ -216,15 +238,29 @@ def admin_handler_table(admin: AdminApis) -> dict[int, Handler]:
 
 def forwarded_handler_table(admin: AdminApis, raft: RaftApis,
                             scram: ScramApis, acls: AclApis,
-                            client_quotas: ClientQuotaApis | None = None) -> dict[int, Handler]:
+                            client_quotas: ClientQuotaApis | None = None,
+                            controller: ControllerApis | None = None) -> dict[int, Handler]:
     """The handlers of requests unwrapped from an Envelope: carried out by this node as the
     active controller, never forwarded again."""
     handlers = {**admin_handler_table(admin), 55: raft.describe_quorum,
                 51: scram.alter_user_scram_credentials,
                 30: acls.create_acls, 31: acls.delete_acls,
                 80: raft.add_raft_voter, 81: raft.remove_raft_voter,
-                **client_quota_handlers(client_quotas)}
+                **client_quota_handlers(client_quotas), **unregister_broker_handlers(controller)}
     return {key: handler for key, handler in handlers.items() if key in FORWARDED_APIS}
+
+
+def controller_admin_handler_table(forwarded: dict[int, Handler], admin: AdminApis,
+                                   scram: ScramApis, acls: AclApis) -> dict[int, Handler]:
+    """The admin APIs of controller listeners: the writes run the handlers of forwarded
+    requests (`forwarded`: as bound for FORWARDED, with their controller mutation quotas),
+    the reads (from this node's metadata image) their own."""
+    reads = {32: admin.describe_configs, 29: acls.describe_acls,
+             50: scram.describe_user_scram_credentials}
+    handlers = {**{key: forwarded[key] for key in CONTROLLER_ADMIN_APIS if key in forwarded},
+                **reads}
+    assert set(handlers) == CONTROLLER_ADMIN_APIS, sorted(CONTROLLER_ADMIN_APIS - set(handlers))
+    return handlers
 
 
 def controller_handler_table(*, metadata: MetadataApis, raft: RaftApis,

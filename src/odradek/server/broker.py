@@ -57,6 +57,7 @@ from odradek.server.apis import (
     FORWARDED,
     FORWARDED_APIS,
     ApiTable,
+    controller_admin_handler_table,
     controller_handler_table,
     forwarded_handler_table,
     handler_table,
@@ -733,7 +734,8 @@ class Broker:
             controller_endpoints=self.controller_endpoints,
             supported_features=self.supported_features,
             create_topics=create_topics,
-            auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")))
+            auto_create_topics=lambda: bool(self.config.get("auto.create.topics.enable")),
+            quorum_leader_id=lambda: _or_unknown(self.quorum.leader_id if self.quorum else None))
         admin = AdminApis(node_id=self.node_id, config=self.config,
                           default_log_config=self.default_log_config, cache=cache,
                           controller=controller, replica_manager=replica_manager)  # type: ignore[arg-type]
@@ -750,8 +752,14 @@ class Broker:
         mutation_quotas.apply_image(cache.image)
         cache.subscribe(mutation_quotas.apply_image)
         # Forwarded requests are carried out here, as the active controller.
-        self.apis.bind(mutation_quotas.wrap(
-            forwarded_handler_table(admin, raft, scram, acls, client_quotas)), FORWARDED)
+        forwarded = mutation_quotas.wrap(
+            forwarded_handler_table(admin, raft, scram, acls, client_quotas,
+                                    self.controller_apis))
+        self.apis.bind(forwarded, FORWARDED)
+        # Admin clients with `bootstrap.controllers` (KIP-919): the same execution as a
+        # forwarded request, for the principal of their own connection.
+        self.apis.bind(controller_admin_handler_table(forwarded, admin, scram, acls),
+                       CONTROLLER_LISTENER)
         envelope = EnvelopeApis(self.quorum, lambda api_key, version: self.apis.lookup(
             api_key, version, FORWARDED))
         self.apis.bind(controller_handler_table(metadata=metadata, raft=raft,
@@ -792,6 +800,7 @@ class Broker:
             scram=scram,
             client_quotas=client_quotas,
             acls=acls,
+            controller=self.controller_apis,
         )
         handlers = mutation_quotas.wrap(handlers)
         self.apis.bind({api_key: forwarding.wrap(handler) if api_key in FORWARDED_APIS
@@ -846,6 +855,10 @@ class Broker:
             raise ConnectionCloseRequest(
                 f"unsupported request: api key {api_key} version {ctx.api_version}")
         return handler(ctx, request)
+
+
+def _or_unknown(node_id: int | None) -> int:
+    return -1 if node_id is None else node_id
 
 
 def run(config: Any) -> int:

@@ -1,5 +1,6 @@
 """The controller's own APIs for brokers, served on controller listeners (Kafka's
-ControllerApis): BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition.
+ControllerApis): BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition and
+UnregisterBroker.
 
 Each one is carried out by the `QuorumController`; a node that is not the active controller
 answers NOT_CONTROLLER, and the broker asks again wherever the quorum says the leader is.
@@ -81,6 +82,19 @@ class ControllerApis:
             return await self.controller.alter_partition(req, version)
         except KafkaError as exc:
             return m.AlterPartitionResponse(error_code=exc.code)
+
+    async def unregister_broker(self, ctx: RequestContext, req: m.UnregisterBrokerRequest):
+        """An operator's UnregisterBroker (e.g. a broker removed for good): ALTER on the
+        cluster, as Kafka's ControllerApis; the active controller carries it out."""
+        R = m.UnregisterBrokerResponse
+        try:
+            if ctx is not None and not ctx.authorize_cluster(AclOperation.ALTER):
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                 "Cluster authorization failed.")
+            await self.controller.unregister_broker(req.broker_id)
+        except KafkaError as exc:
+            return R(error_code=exc.code, error_message=exc.message)
+        return R(error_code=ErrorCode.NONE, error_message=None)
 
     def local_handler(self, request: m.Message):
         """The handler of a request this node sends to itself as the active controller."""

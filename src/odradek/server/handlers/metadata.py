@@ -94,8 +94,13 @@ class MetadataApis:
                  controller_id: Callable[[], int], listener_kind: Callable[[str], str],
                  controller_endpoints: Callable[[str], list[tuple[int, str, int]]],
                  supported_features: Mapping[str, tuple[int, int]],
-                 create_topics: CreateTopics, auto_create_topics: Callable[[], bool]) -> None:
+                 create_topics: CreateTopics, auto_create_topics: Callable[[], bool],
+                 quorum_leader_id: Callable[[], int] | None = None) -> None:
         self.cache = cache
+        # The active controller as a controller listener's DescribeCluster names it (Kafka's
+        # ControllerApis: the quorum leader, -1 unknown), where admin clients with
+        # `bootstrap.controllers` send what only the active controller carries out.
+        self.quorum_leader_id = quorum_leader_id or controller_id
         self.apis = apis
         self.cluster_id = cluster_id
         self.controller_id = controller_id
@@ -235,6 +240,10 @@ class MetadataApis:
         on_controller = self.listener_kind(ctx.listener) == "controller"
         expected = ENDPOINT_TYPE_CONTROLLER if on_controller else ENDPOINT_TYPE_BROKER
         requested = req.endpoint_type
+        if on_controller and not ctx.authorize_cluster(AclOperation.ALTER):
+            # Kafka's ControllerApis: unlike on a broker, ALTER on the cluster is needed.
+            return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     error_message="Cluster authorization failed.", cluster_id="")
         if requested not in ENDPOINT_TYPE_NAMES:
             return R(error_code=ErrorCode.INVALID_REQUEST if ctx.api_version == 0
                      else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
@@ -256,7 +265,7 @@ class MetadataApis:
             error_code=ErrorCode.NONE,
             endpoint_type=expected,
             cluster_id=self.cluster_id,
-            controller_id=self.controller_id(),
+            controller_id=self.quorum_leader_id() if on_controller else self.controller_id(),
             brokers=[R.DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r)
                      for b, h, p, r in nodes],
             cluster_authorized_operations=(
